@@ -1,0 +1,122 @@
+"""Machine, library and device metadata.
+
+`machine_info()` and `library_versions()` never import torch (the orchestrator uses them);
+`torch_info()` runs in the worker, where torch is already imported, and never initialises
+CUDA unless the cell runs on CUDA.
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib.metadata
+import os
+import platform
+import socket
+import subprocess
+import sys
+from typing import Any
+
+__all__ = ["machine_info", "library_versions", "torch_info", "git_info", "cuda_driver_present",
+           "now_iso"]
+
+
+def now_iso() -> str:
+    return datetime.datetime.now().isoformat(timespec="seconds")
+
+
+def _cpu_model_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fp:
+            for line in fp:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_info() -> dict[str, Any]:
+    """Host facts that identify a machine class (pyperf's key names where it has them)."""
+    try:
+        affinity = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        affinity = []
+    info: dict[str, Any] = {
+        "hostname": socket.gethostname(),
+        "cpu_model_name": _cpu_model_name(),
+        "cpu_count": os.cpu_count() or 1,
+        "platform": platform.platform(),
+        "python_version": platform.python_version(),
+        "python_executable": sys.executable,
+        "cpu_affinity": ",".join(map(str, affinity)) if affinity else "unknown",
+    }
+    try:
+        import psutil
+
+        info["memory_total_bytes"] = int(psutil.virtual_memory().total)
+    except Exception:  # psutil is optional for this fact
+        pass
+    return info
+
+
+def library_versions() -> dict[str, str]:
+    """Installed versions of the libraries that shape the numbers, read without importing."""
+    versions = {}
+    for dist, key in (("torch", "torch_version"), ("triton", "triton_version"),
+                      ("pyperf", "pyperf_version"), ("numpy", "numpy_version")):
+        try:
+            versions[key] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return versions
+
+
+def cuda_driver_present() -> bool:
+    """Whether an NVIDIA driver is loaded, judged without importing torch."""
+    return os.path.exists("/proc/driver/nvidia/version") or os.path.exists("/dev/nvidiactl")
+
+
+def torch_info(device: str) -> dict[str, Any]:
+    """torch's build, threads and, for a CUDA cell, the device (name, memory, driver)."""
+    import torch
+
+    info: dict[str, Any] = {
+        "torch_version": torch.__version__,
+        "torch_num_threads": torch.get_num_threads(),
+        "torch_num_interop_threads": torch.get_num_interop_threads(),
+        "cuda_version": torch.version.cuda or "none",
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+    }
+    if device == "cuda" and torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        info.update(
+            gpu_name=props.name,
+            gpu_memory_bytes=int(props.total_memory),
+            gpu_capability=f"{props.major}.{props.minor}",
+            cudnn_version=str(torch.backends.cudnn.version() or "none"),
+            allow_tf32_matmul=bool(torch.backends.cuda.matmul.allow_tf32),
+        )
+        try:
+            out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version",
+                                  "--format=csv,noheader"], capture_output=True, text=True,
+                                 timeout=10)
+            if out.returncode == 0 and out.stdout.strip():
+                info["gpu_driver"] = out.stdout.strip().splitlines()[0]
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return info
+
+
+def git_info(path: str) -> dict[str, Any]:
+    """The commit and dirty flag of the git work tree holding `path`, or {} outside one."""
+    try:
+        commit = subprocess.run(["git", "-C", path, "rev-parse", "HEAD"], capture_output=True,
+                                text=True, timeout=10)
+        if commit.returncode != 0:
+            return {}
+        status = subprocess.run(["git", "-C", path, "status", "--porcelain",
+                                 "--untracked-files=no"], capture_output=True, text=True,
+                                timeout=30)
+        return {"git_commit": commit.stdout.strip(), "git_dirty": bool(status.stdout.strip())}
+    except (OSError, subprocess.SubprocessError):
+        return {}

@@ -1,0 +1,50 @@
+"""The one user-facing exception and the vocabulary of cell outcomes.
+
+Owns `KscperfError` (anything a user can fix, printed by `cli.main()` as one line) and
+`CellStatus`. Imports no other kscperf module.
+"""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = ["KscperfError", "CellStatus", "BAD_STATUSES", "GOOD_STATUSES", "STATUS_SEVERITY"]
+
+
+class KscperfError(Exception):
+    """A problem the user can fix: bad input, a bad file, an unknown name.
+
+    The message is one sentence that names the culprit and, where possible, the fix.
+    """
+
+
+class CellStatus(str, enum.Enum):
+    """The fate of one model/tool/task/config."""
+
+    OK = "ok"
+    INCORRECT = "incorrect"
+    SKIPPED = "skipped"
+    UNSUPPORTED = "unsupported"
+    FAILED = "failed"
+    TIMEOUT = "timeout"
+    CRASHED = "crashed"
+    OOM = "oom"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+GOOD_STATUSES = frozenset({CellStatus.OK, CellStatus.SKIPPED, CellStatus.UNSUPPORTED})
+BAD_STATUSES = frozenset(set(CellStatus) - GOOD_STATUSES)
+
+# When one cell has several processes or configs, the one shown is the worst.
+STATUS_SEVERITY = {
+    CellStatus.OK: 0,
+    CellStatus.SKIPPED: 1,
+    CellStatus.UNSUPPORTED: 2,
+    CellStatus.INCORRECT: 3,
+    CellStatus.FAILED: 4,
+    CellStatus.OOM: 5,
+    CellStatus.TIMEOUT: 6,
+    CellStatus.CRASHED: 7,
+}

@@ -1,0 +1,379 @@
+"""Launching workers, one fresh process per cell and process index; timeouts, process-group
+kills, progress callbacks, and turning whatever a worker did into a `CellResult`.
+
+Never imports torch and never prints. Two launchers share one interface (`Launcher`):
+
+* `ForkLauncher` (default on Linux): a zygote (`python -m kscperf.worker --serve`) imports
+  torch once and forks a child per cell. The child is a new process with a copy of a
+  pristine interpreter, so no state passes between cells, and it skips torch's import.
+* `SpawnLauncher`: `python -m kscperf.worker SPEC RESULT`, a new interpreter per cell.
+
+Every worker runs in its own session (process group), so a timeout kills it and anything
+it started, such as compiler worker pools.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+from kscperf.errors import CellStatus
+from kscperf.plan import PlannedCell
+from kscperf.spec import CellResult, CellSpec, TimingProfile
+
+__all__ = [
+    "LaunchOutcome",
+    "Launcher",
+    "SpawnLauncher",
+    "ForkLauncher",
+    "make_launcher",
+    "RunOptions",
+    "Progress",
+    "run_cells",
+    "STDERR_TAIL_CHARS",
+]
+
+STDERR_TAIL_CHARS = 600
+_ZYGOTE_START_TIMEOUT_S = 300.0
+
+
+@dataclass(frozen=True)
+class LaunchOutcome:
+    """How a worker process ended: exit code or signal, whether it was killed for time."""
+
+    exit_code: int | None
+    signal: int | None
+    timed_out: bool
+    wall_s: float
+    maxrss_kb: int | None = None
+
+
+class Launcher(Protocol):
+    """Runs `python -m kscperf.worker SPEC RESULT` (or its equivalent) to completion."""
+
+    name: str
+
+    def launch(self, spec_path: str, result_path: str, log_path: str,
+               timeout_s: float | None) -> LaunchOutcome: ...
+
+    def close(self) -> None: ...
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _decode_status(status: int) -> tuple[int | None, int | None]:
+    code = os.waitstatus_to_exitcode(status)
+    return (None, -code) if code < 0 else (code, None)
+
+
+class SpawnLauncher:
+    """A fresh interpreter per worker."""
+
+    name = "spawn"
+
+    def __init__(self, python: str = sys.executable) -> None:
+        self._python = python
+        self._current: int | None = None
+
+    def launch(self, spec_path: str, result_path: str, log_path: str,
+               timeout_s: float | None) -> LaunchOutcome:
+        t0 = time.perf_counter()
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(
+                [self._python, "-m", "kscperf.worker", spec_path, result_path],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+        self._current = proc.pid
+        try:
+            deadline = None if timeout_s is None else t0 + timeout_s
+            timed_out = False
+            while True:
+                pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
+                if pid:
+                    break
+                if deadline is not None and time.perf_counter() > deadline:
+                    timed_out = True
+                    _kill_group(proc.pid)
+                    pid, status, rusage = os.wait4(proc.pid, 0)
+                    break
+                time.sleep(0.002)
+        except BaseException:
+            _kill_group(proc.pid)
+            raise
+        finally:
+            self._current = None
+        proc.returncode = 0  # reaped above; stop Popen from reaping again
+        _kill_group(proc.pid)  # anything the worker left behind in its group
+        code, sig = _decode_status(status)
+        return LaunchOutcome(code, sig, timed_out, time.perf_counter() - t0, rusage.ru_maxrss)
+
+    def close(self) -> None:
+        if self._current is not None:
+            _kill_group(self._current)
+
+
+class _Lines:
+    """Line reads from a pipe with a deadline (select on the raw fd, no hidden buffer)."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._buffer = b""
+
+    def read(self, deadline: float | None) -> bytes | None:
+        """A line, b"" at end of file, or None when the deadline passed first."""
+        while b"\n" not in self._buffer:
+            wait = None if deadline is None else max(0.0, deadline - time.perf_counter())
+            ready, _, _ = select.select([self._fd], [], [], wait)
+            if not ready:
+                return None
+            chunk = os.read(self._fd, 65536)
+            if not chunk:
+                return b""
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line
+
+
+class ForkLauncher:
+    """Workers forked from a zygote that has imported torch but never initialised CUDA.
+
+    If the zygote dies it is restarted at the next launch; a cell whose zygote died under it
+    is reported as crashed."""
+
+    name = "fork"
+
+    def __init__(self, python: str = sys.executable, log_path: str | None = None) -> None:
+        self._python = python
+        self._log_path = log_path or os.devnull
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._lines: _Lines | None = None
+        self._current: int | None = None
+
+    def _start(self) -> None:
+        with open(self._log_path, "ab") as log:
+            self._proc = subprocess.Popen(
+                [self._python, "-m", "kscperf.worker", "--serve"], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=log, start_new_session=True)
+        assert self._proc.stdout is not None
+        self._lines = _Lines(self._proc.stdout.fileno())
+        line = self._lines.read(time.perf_counter() + _ZYGOTE_START_TIMEOUT_S)
+        if not line or not json.loads(line).get("ready"):
+            self.close()
+            raise RuntimeError(f"the fork server did not start; see {self._log_path}")
+
+    def start(self) -> None:
+        """Start the zygote now (it is otherwise started by the first launch)."""
+        if self._proc is None or self._proc.poll() is not None:
+            self._start()
+
+    def launch(self, spec_path: str, result_path: str, log_path: str,
+               timeout_s: float | None) -> LaunchOutcome:
+        self.start()
+        assert self._proc is not None and self._proc.stdin is not None and self._lines
+        t0 = time.perf_counter()
+        request = {"spec": spec_path, "result": result_path, "log": log_path}
+        try:
+            self._proc.stdin.write((json.dumps(request) + "\n").encode())
+            self._proc.stdin.flush()
+            started = self._lines.read(t0 + 60)
+            if not started:
+                raise BrokenPipeError
+            pid = int(json.loads(started)["pid"])
+            self._current = pid
+            deadline = None if timeout_s is None else t0 + timeout_s
+            line = self._lines.read(deadline)
+            timed_out = line is None
+            if timed_out:
+                _kill_group(pid)
+                line = self._lines.read(time.perf_counter() + 60)
+            if not line:
+                raise BrokenPipeError
+        except (BrokenPipeError, OSError, ValueError, KeyError):
+            self.close()
+            return LaunchOutcome(None, None, False, time.perf_counter() - t0)
+        except BaseException:
+            if self._current is not None:
+                _kill_group(self._current)
+            raise
+        finally:
+            self._current = None
+        _kill_group(pid)
+        done = json.loads(line)
+        code, sig = _decode_status(int(done["status"]))
+        return LaunchOutcome(code, sig, timed_out, time.perf_counter() - t0, done.get("maxrss_kb"))
+
+    def close(self) -> None:
+        if self._current is not None:
+            _kill_group(self._current)
+        if self._proc is not None:
+            try:
+                if self._proc.stdin:
+                    self._proc.stdin.close()
+                self._proc.wait(timeout=5)
+            except (subprocess.TimeoutExpired, OSError):
+                _kill_group(self._proc.pid)
+                self._proc.wait()
+            if self._proc.stdout:
+                self._proc.stdout.close()
+        self._proc = None
+
+
+def make_launcher(isolation: str, log_dir: str) -> Launcher:
+    """`fork` where the platform has fork(), else (or on request) `spawn`."""
+    if isolation == "fork" and hasattr(os, "fork") and sys.platform.startswith("linux"):
+        return ForkLauncher(log_path=os.path.join(log_dir, "zygote.log"))
+    return SpawnLauncher()
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Everything the orchestrator passes on to workers, besides the cell itself."""
+
+    profile: TimingProfile
+    seed: int = 0
+    timeout_s: float | None = 600.0
+    tool_plugins: tuple[str, ...] = ()
+    check_only: bool = False
+    compile_cache: str = "warm"
+    jacobian_max_elements: int = 1_000_000
+    max_rss_bytes: int | None = None
+
+
+@dataclass
+class Progress:
+    """What a progress callback is told after each worker: its place in the plan and an ETA."""
+
+    done: int
+    total: int
+    cell: PlannedCell
+    process_index: int
+    result: CellResult
+    elapsed_s: float
+    eta_s: float | None
+
+
+def _tail(log_path: str) -> str:
+    try:
+        with open(log_path, "rb") as fp:
+            fp.seek(0, os.SEEK_END)
+            fp.seek(max(0, fp.tell() - 4 * STDERR_TAIL_CHARS))
+            text = fp.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    tail = " | ".join(lines[-6:])
+    return tail[-STDERR_TAIL_CHARS:]
+
+
+def _with_tail(reason: str, log_path: str) -> str:
+    tail = _tail(log_path)
+    return f"{reason}; stderr: {tail}" if tail else reason
+
+
+def _outcome_result(spec: CellSpec, outcome: LaunchOutcome, result_path: str, log_path: str,
+                    timeout_s: float | None, max_rss_bytes: int | None) -> CellResult:
+    result: CellResult | None = None
+    unreadable = ""
+    if os.path.exists(result_path):
+        try:
+            with open(result_path, encoding="utf-8") as fp:
+                result = CellResult.from_dict(json.load(fp))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            unreadable = f"the worker wrote an unreadable result ({type(exc).__name__})"
+    if outcome.timed_out:
+        return CellResult.for_spec(spec, CellStatus.TIMEOUT, _with_tail(
+            f"killed after {timeout_s:g} s (--timeout), with its process group", log_path),
+            "worker", wall_s=outcome.wall_s)
+    if result is not None:
+        if result.status not in (CellStatus.OK, CellStatus.SKIPPED, CellStatus.UNSUPPORTED):
+            result = CellResult.from_dict(dict(result.to_dict(),
+                                               reason=_with_tail(result.reason, log_path)))
+        return result
+    if outcome.signal is not None:
+        try:
+            name = signal.Signals(outcome.signal).name
+        except ValueError:
+            name = f"signal {outcome.signal}"
+        over = (max_rss_bytes is not None and outcome.maxrss_kb is not None
+                and outcome.maxrss_kb * 1024 >= max_rss_bytes)
+        if outcome.signal == signal.SIGKILL and over:
+            return CellResult.for_spec(spec, CellStatus.OOM, _with_tail(
+                f"killed by {name} at peak RSS {outcome.maxrss_kb * 1024} bytes, over "
+                f"--max-rss", log_path), "worker", wall_s=outcome.wall_s)
+        return CellResult.for_spec(spec, CellStatus.CRASHED, _with_tail(
+            f"the worker was killed by {name}", log_path), "worker", wall_s=outcome.wall_s)
+    if outcome.exit_code is None:
+        return CellResult.for_spec(spec, CellStatus.CRASHED, _with_tail(
+            "the fork server died while running the worker", log_path), "worker",
+            wall_s=outcome.wall_s)
+    reason = unreadable or (f"the worker exited with code {outcome.exit_code} without "
+                            "writing a result")
+    return CellResult.for_spec(spec, CellStatus.CRASHED, _with_tail(reason, log_path), "worker",
+                               wall_s=outcome.wall_s)
+
+
+def _skipped(spec: CellSpec, reason: str) -> CellResult:
+    return CellResult.for_spec(spec, CellStatus.SKIPPED, reason, "plan", wall_s=0.0)
+
+
+def run_cells(rounds: list[tuple[int, PlannedCell]], options: RunOptions, launcher: Launcher,
+              *, on_result: Callable[[Progress], None] | None = None,
+              done: set[tuple[str, int]] | None = None,
+              known_loops: dict[str, dict[str, int]] | None = None,
+              work_dir: str | None = None) -> list[CellResult]:
+    """Run every (process index, cell) in order, one worker at a time, and return their
+    results in the same order. `done` names (cell name, process index) pairs already
+    measured (for --resume), which are not run again. KeyboardInterrupt propagates after
+    the current worker's process group is killed; the results gathered so far have already
+    been handed to `on_result`."""
+    done = done or set()
+    loops = {k: dict(v) for k, v in (known_loops or {}).items()}
+    todo = [(p, c) for p, c in rounds if (c.name, p) not in done]
+    results: list[CellResult] = []
+    t_start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="kscperf-", dir=work_dir) as tmp:
+        for index, (process_index, cell) in enumerate(todo):
+            spec = CellSpec(
+                model=cell.model.name, tool=cell.tool, task=cell.task,
+                module_path=cell.model.module_path, process_index=process_index,
+                seed=options.seed, values=options.profile.values,
+                warmups=options.profile.warmups, min_time=options.profile.min_time,
+                loops=tuple(sorted(loops.get(cell.name, {}).items())),
+                check_only=options.check_only, tool_plugins=options.tool_plugins,
+                jacobian_max_elements=options.jacobian_max_elements,
+                compile_cache=options.compile_cache, max_rss_bytes=options.max_rss_bytes)
+            if cell.skip_reason:
+                result = _skipped(spec, cell.skip_reason)
+            else:
+                stem = os.path.join(tmp, f"{index:05d}")
+                spec_path, result_path, log_path = stem + ".spec.json", stem + ".result.json", \
+                    stem + ".log"
+                with open(spec_path, "w", encoding="utf-8") as fp:
+                    json.dump(spec.to_dict(), fp)
+                timeout = cell.model.timeout_s or options.timeout_s
+                outcome = launcher.launch(spec_path, result_path, log_path, timeout)
+                result = _outcome_result(spec, outcome, result_path, log_path, timeout,
+                                         options.max_rss_bytes)
+                for c in result.configs:
+                    if c.loops > 0:
+                        loops.setdefault(cell.name, {}).setdefault(c.config, c.loops)
+            results.append(result)
+            elapsed = time.perf_counter() - t_start
+            remaining = len(todo) - index - 1
+            eta = elapsed / (index + 1) * remaining if index >= 0 else None
+            if on_result is not None:
+                on_result(Progress(index + 1, len(todo), cell, process_index, result, elapsed,
+                                   eta))
+    return results

@@ -1,0 +1,114 @@
+"""Cells from models × tools × tasks: name validation, filters, shards and rounds.
+
+Planning never imports torch or a definition module: models come from `definitions.scan_models`
+(static) and plug-in tool names from entry points and options, unimported.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+from kscperf.definitions import ModelDef
+from kscperf.errors import KscperfError
+from kscperf.spec import TASKS
+from kscperf.tools import BUILTIN_TOOLS, CUDA_SUFFIX, split_device
+
+__all__ = ["PlannedCell", "all_tool_names", "resolve_tools", "resolve_tasks", "plan_cells",
+           "parse_shard", "shard_cells", "plan_rounds"]
+
+
+@dataclass(frozen=True)
+class PlannedCell:
+    """One MODEL×TOOL×TASK to run; `skip_reason` set when it is known not to run here."""
+
+    model: ModelDef
+    tool: str
+    task: str
+    skip_reason: str | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.model.name}/{self.tool}/{self.task}"
+
+
+def all_tool_names(plugin_names: list[str]) -> list[str]:
+    """Every tool, CPU tools first: the built-ins, the plug-ins, then their CUDA twins."""
+    base = list(BUILTIN_TOOLS) + [p for p in plugin_names if p not in BUILTIN_TOOLS]
+    return base + [t + CUDA_SUFFIX for t in base]
+
+
+def _split_list(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def resolve_tools(requested: str | None, plugin_names: list[str]) -> list[str]:
+    """The tools named in a comma list (default: all); KscperfError for an unknown one."""
+    known = all_tool_names(plugin_names)
+    if requested is None:
+        return known
+    tools = _split_list(requested)
+    for tool in tools:
+        if tool not in known:
+            raise KscperfError(f"unknown tool {tool!r} in --tools; known tools: "
+                               f"{', '.join(known)} (plug-ins register more with --tool-plugin).")
+    if not tools:
+        raise KscperfError("--tools names no tool.")
+    return list(dict.fromkeys(tools))
+
+
+def resolve_tasks(requested: str | None) -> list[str]:
+    """The tasks named in a comma list (default: all); KscperfError for an unknown one."""
+    if requested is None:
+        return list(TASKS)
+    chosen = _split_list(requested)
+    for task in chosen:
+        if task not in TASKS:
+            raise KscperfError(f"unknown task {task!r} in --tasks; known tasks: "
+                               f"{', '.join(TASKS)}.")
+    if not chosen:
+        raise KscperfError("--tasks names no task.")
+    return [t for t in TASKS if t in chosen]
+
+
+def plan_cells(models: list[ModelDef], tools: list[str], tasks: list[str],
+               patterns: list[str] | None = None, cuda_present: bool = True) -> list[PlannedCell]:
+    """Cells in model, tool, task order, keeping those whose `model/tool/task` name contains
+    any of `patterns` (all when none). Without an NVIDIA driver, CUDA cells are planned as
+    skipped so that no process is spent on them."""
+    cells = []
+    for model in models:
+        for tool in tools:
+            for task in tasks:
+                name = f"{model.name}/{tool}/{task}"
+                if patterns and not any(p in name for p in patterns):
+                    continue
+                skip = None
+                if split_device(tool)[1] == "cuda" and not cuda_present:
+                    skip = "no NVIDIA GPU driver found on this machine"
+                cells.append(PlannedCell(model, tool, task, skip))
+    return cells
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """`I/N` (1-based) -> (I, N); KscperfError when malformed."""
+    try:
+        i_text, n_text = text.split("/")
+        i, n = int(i_text), int(n_text)
+    except ValueError:
+        raise KscperfError(f"--shard {text!r} must look like I/N, e.g. 2/4.") from None
+    if not (n >= 1 and 1 <= i <= n):
+        raise KscperfError(f"--shard {text!r}: I must be between 1 and N.")
+    return i, n
+
+
+def shard_cells(cells: list[PlannedCell], index: int, count: int) -> list[PlannedCell]:
+    """The cells of shard `index` of `count`, chosen by a stable hash of the cell's name, so
+    that identical machines running different shards never overlap or miss a cell."""
+    return [c for c in cells if zlib.crc32(c.name.encode()) % count == index - 1]
+
+
+def plan_rounds(cells: list[PlannedCell], processes: int) -> list[tuple[int, PlannedCell]]:
+    """(process index, cell) in run order: every cell once per round, `processes` rounds, so
+    that drift over time spreads evenly over tools and models."""
+    return [(p, c) for p in range(processes) for c in cells]

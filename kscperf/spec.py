@@ -1,0 +1,206 @@
+"""What a worker must do (`CellSpec`) and what it did (`CellResult`, `ConfigResult`).
+
+Plain data with `to_dict`/`from_dict` over JSON types only, so the orchestrator, the worker
+and the results file agree without importing torch or pyperf.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from kscperf.errors import STATUS_SEVERITY, CellStatus
+
+__all__ = [
+    "TASKS",
+    "TimingProfile",
+    "PROFILES",
+    "CellSpec",
+    "CheckResult",
+    "ConfigResult",
+    "CellResult",
+    "PHASES",
+]
+
+TASKS = ("inference", "fwd", "bwd", "jacobian")
+
+# Where in a worker's life something went wrong.
+PHASES = ("import", "configs", "compile", "prep", "check", "run", "worker")
+
+
+@dataclass(frozen=True)
+class TimingProfile:
+    """pyperf's knobs: worker processes per cell, values and warmups per process, and the
+    minimum duration of one value (loops are calibrated until a value lasts this long)."""
+
+    processes: int
+    values: int
+    warmups: int
+    min_time: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+PROFILES: dict[str, TimingProfile] = {
+    "fast": TimingProfile(processes=1, values=5, warmups=1, min_time=0.01),
+    "default": TimingProfile(processes=3, values=10, warmups=2, min_time=0.02),
+    "rigorous": TimingProfile(processes=6, values=20, warmups=3, min_time=0.05),
+}
+
+
+@dataclass(frozen=True)
+class CellSpec:
+    """One worker process's instructions: one model, tool and task, all of its configs.
+
+    `loops` maps config names to a loop count already calibrated by an earlier process of
+    the same cell (pyperf calibrates once and reuses it); configs missing from it are
+    calibrated here.
+    """
+
+    model: str
+    tool: str
+    task: str
+    module_path: str
+    process_index: int = 0
+    seed: int = 0
+    values: int = 5
+    warmups: int = 1
+    min_time: float = 0.01
+    loops: tuple[tuple[str, int], ...] = ()
+    check_only: bool = False
+    tool_plugins: tuple[str, ...] = ()
+    jacobian_max_elements: int = 1_000_000
+    compile_cache: str = "warm"
+    max_rss_bytes: int | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.model}/{self.tool}/{self.task}"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["loops"] = [list(item) for item in self.loops]
+        d["tool_plugins"] = list(self.tool_plugins)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CellSpec:
+        d = dict(d)
+        d["loops"] = tuple((str(k), int(v)) for k, v in d.get("loops", ()))
+        d["tool_plugins"] = tuple(d.get("tool_plugins", ()))
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """The comparison of one config's output, gradient or Jacobian with the float64
+    reference: elementwise |got - ref| <= atol + rtol * |ref|."""
+
+    passed: bool
+    what: str
+    max_abs_err: float
+    max_rel_err: float
+    rtol: float
+    atol: float
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CheckResult:
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class ConfigResult:
+    """One config of one cell in one worker process."""
+
+    config: str
+    status: CellStatus
+    reason: str = ""
+    phase: str = ""
+    values: tuple[float, ...] = ()
+    warmups: tuple[tuple[int, float], ...] = ()
+    loops: int = 0
+    prep_s: float | None = None
+    check: CheckResult | None = None
+    peak_rss_bytes: int | None = None
+    peak_cuda_bytes: int | None = None
+    cuda_event_values: tuple[float, ...] = ()
+    date: str = ""
+    duration_s: float | None = None
+    numel: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["status"] = self.status.value
+        d["values"] = list(self.values)
+        d["warmups"] = [list(w) for w in self.warmups]
+        d["cuda_event_values"] = list(self.cuda_event_values)
+        d["check"] = self.check.to_dict() if self.check else None
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ConfigResult:
+        d = dict(d)
+        d["status"] = CellStatus(d["status"])
+        d["values"] = tuple(float(v) for v in d.get("values", ()))
+        d["warmups"] = tuple((int(n), float(v)) for n, v in d.get("warmups", ()))
+        d["cuda_event_values"] = tuple(float(v) for v in d.get("cuda_event_values", ()))
+        d["check"] = CheckResult.from_dict(d["check"]) if d.get("check") else None
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class CellResult:
+    """What one worker process did for one cell.
+
+    `status` is the cell's own fate when it never reached its configs (an import error, a
+    crash, a timeout); otherwise it is the worst of its configs' statuses.
+    """
+
+    model: str
+    tool: str
+    task: str
+    process_index: int
+    status: CellStatus
+    reason: str = ""
+    phase: str = ""
+    compile_s: float | None = None
+    import_s: float | None = None
+    configs: tuple[ConfigResult, ...] = ()
+    metadata: dict[str, Any] = field(default_factory=dict)
+    wall_s: float | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.model}/{self.tool}/{self.task}"
+
+    @classmethod
+    def for_spec(cls, spec: CellSpec, status: CellStatus, reason: str = "", phase: str = "",
+                 **fields: Any) -> CellResult:
+        """A result that carries `spec`'s identity."""
+        return cls(model=spec.model, tool=spec.tool, task=spec.task,
+                   process_index=spec.process_index, status=status, reason=reason,
+                   phase=phase, **fields)
+
+    def worst_status(self) -> CellStatus:
+        statuses = [self.status] + [c.status for c in self.configs]
+        return max(statuses, key=STATUS_SEVERITY.__getitem__)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["status"] = self.status.value
+        d["configs"] = [c.to_dict() for c in self.configs]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CellResult:
+        d = dict(d)
+        d["status"] = CellStatus(d["status"])
+        d["configs"] = tuple(ConfigResult.from_dict(c) for c in d.get("configs", ()))
+        d["metadata"] = dict(d.get("metadata") or {})
+        return cls(**d)
