@@ -1,17 +1,50 @@
 """Results as data for people: the per-build summary (tool against `pt`) and the
-build-over-build comparison, with verdicts. Uses `stats`; produces no strings for humans.
+build-over-build comparison, with verdicts. Uses `stats`; produces no strings for humans
+(error messages aside).
+
+A comparison has one row per benchmark and kind:
+
+| kind        | name                                   | values per process          |
+| ----------- | -------------------------------------- | --------------------------- |
+| `time`      | `model/tool/task/config`               | pyperf values (s per call)  |
+| `compile`   | `model/tool/task:compile`              | one (s)                     |
+| `prep`      | `model/tool/task/config:prep`          | one (s)                     |
+| `peak_rss`  | `model/tool/task/config:peak_rss`      | one (bytes, worker's peak)  |
+| `peak_cuda` | `model/tool/task/config:peak_cuda`     | one (bytes)                 |
+
+For the memory kinds `slower`/`faster` mean more/less memory. Correctness and failure
+verdicts (`incorrect-now`, `fixed`, `failing-now`) are given on `time` rows, one per config,
+where the check is made; the other kinds are only compared when both builds measured them
+(or when one build measured a cell that the other also ran but did not measure that way).
 """
 
 from __future__ import annotations
 
+import enum
 import math
 from dataclasses import dataclass, field
+from typing import Any, Iterable
 
 from kscperf import stats
-from kscperf.errors import CellStatus
-from kscperf.results import LoadedResults, benchmark_name
+from kscperf.errors import CellStatus, KscperfError
+from kscperf.results import LoadedResults, benchmark_name, compile_name, prep_name
 
-__all__ = ["REFERENCE_TOOL", "CellView", "BuildRow", "summarize_build"]
+__all__ = [
+    "REFERENCE_TOOL",
+    "CellView",
+    "BuildRow",
+    "summarize_build",
+    "KINDS",
+    "Verdict",
+    "REGRESSION_VERDICTS",
+    "BuildInfo",
+    "ComparisonRow",
+    "GeoMean",
+    "Comparison",
+    "check_comparable",
+    "compare_builds",
+    "parse_benchmark_name",
+]
 
 REFERENCE_TOOL = "pt"
 
@@ -33,6 +66,8 @@ class CellView:
     prep_s: float = math.nan
     peak_rss_bytes: int | None = None
     check: dict | None = None
+    peak_cuda_bytes: int | None = None
+    numel: int | None = None
 
 
 @dataclass(frozen=True)
@@ -41,6 +76,14 @@ class BuildRow:
     config: str
     task: str
     cells: dict[str, CellView] = field(default_factory=dict)
+
+
+def _numel(cell: dict[str, Any]) -> int | None:
+    value = cell.get("numel")
+    # bool is an int in Python; a flag is not a size.
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    return None
 
 
 def summarize_build(results: LoadedResults) -> tuple[list[str], list[BuildRow]]:
@@ -61,7 +104,8 @@ def summarize_build(results: LoadedResults) -> tuple[list[str], list[BuildRow]]:
             n_values=len(values),
             compile_s=stats.median(c.get("compile_s") or []),
             prep_s=stats.median(c.get("prep_s") or []),
-            peak_rss_bytes=c.get("peak_rss_bytes"), check=c.get("check"))
+            peak_rss_bytes=c.get("peak_rss_bytes"), check=c.get("check"),
+            peak_cuda_bytes=c.get("peak_cuda_bytes"), numel=_numel(c))
     out: list[BuildRow] = []
     for (model, config, task), cells in rows.items():
         ref = cells.get(REFERENCE_TOOL)
@@ -72,3 +116,478 @@ def summarize_build(results: LoadedResults) -> tuple[list[str], list[BuildRow]]:
             with_speedup[tool] = CellView(**{**view.__dict__, "speedup": sp})
         out.append(BuildRow(model, config, task, with_speedup))
     return tools, out
+
+
+# --------------------------------------------------------------------------------------
+# Build-over-build comparison
+# --------------------------------------------------------------------------------------
+
+KINDS = ("time", "compile", "prep", "peak_rss", "peak_cuda")
+_MEMORY_KINDS = ("peak_rss", "peak_cuda")
+_SUFFIXES = {"compile": ":compile", "prep": ":prep", "peak_rss": ":peak_rss",
+             "peak_cuda": ":peak_cuda"}
+
+
+class Verdict(str, enum.Enum):
+    """What happened to one benchmark from BASE to NEW. Declared in report order: the
+    regressions first, the improvements last."""
+
+    FAILING_NOW = "failing-now"
+    INCORRECT_NOW = "incorrect-now"
+    SLOWER = "slower"
+    MISSING = "missing"
+    SAME = "same"
+    NEW = "new"
+    FIXED = "fixed"
+    FASTER = "faster"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+REGRESSION_VERDICTS = frozenset({Verdict.FAILING_NOW, Verdict.INCORRECT_NOW, Verdict.SLOWER})
+_ORDER = {v: i for i, v in enumerate(Verdict)}
+
+# Cell statuses grouped by what they mean for a comparison.
+_CATEGORY = {
+    CellStatus.OK.value: "ok",
+    CellStatus.INCORRECT.value: "incorrect",
+    CellStatus.SKIPPED.value: "absent",
+    CellStatus.UNSUPPORTED.value: "absent",
+    CellStatus.FAILED.value: "failing",
+    CellStatus.TIMEOUT.value: "failing",
+    CellStatus.CRASHED.value: "failing",
+    CellStatus.OOM.value: "failing",
+}
+
+# Metadata that must match for timings to be comparable: (key, what differs).
+_COMPARABLE_KEYS = (
+    ("hostname", "machines"),
+    ("cpu_model_name", "CPUs"),
+    ("gpu_name", "GPUs"),
+    ("torch_version", "torch versions"),
+    ("profile", "profiles"),
+    ("processes", "profiles"),
+    ("values", "profiles"),
+)
+
+
+@dataclass(frozen=True)
+class BuildInfo:
+    """Which results file a side of a comparison came from."""
+
+    build: str
+    path: str
+    metadata: dict[str, Any]
+    has_kscperf: bool
+    complete: bool
+
+
+@dataclass(frozen=True)
+class ComparisonRow:
+    """One benchmark of one kind, BASE against NEW.
+
+    `ratio` is NEW/BASE of medians with its (1 - alpha) interval [`ratio_low`,
+    `ratio_high`]; `p_value` is the raw p-value of the benchmark's own test and `q_value`
+    the same after Benjamini-Hochberg over all rows of its kind (the verdict uses `q_value`).
+    `min_detectable_effect` is the relative change the spreads allowed finding (NaN when
+    unknown). `inconclusive` marks a ratio beyond the minimum effect that was not
+    significant. A status is "" where the build has no such benchmark at all.
+    """
+
+    name: str
+    kind: str
+    model: str
+    tool: str
+    task: str
+    config: str
+    verdict: Verdict
+    base_status: str
+    new_status: str
+    reason: str
+    base_median: float
+    new_median: float
+    ratio: float
+    ratio_low: float
+    ratio_high: float
+    p_value: float
+    q_value: float
+    min_detectable_effect: float
+    method: str
+    n_base: int
+    n_new: int
+    inconclusive: bool = False
+
+    @property
+    def unit(self) -> str:
+        """pyperf's unit name of the medians: "byte" for memory kinds, else "second"."""
+        return "byte" if self.kind in _MEMORY_KINDS else "second"
+
+    @property
+    def is_regression(self) -> bool:
+        return self.verdict in REGRESSION_VERDICTS
+
+
+@dataclass(frozen=True)
+class GeoMean:
+    """The geometric mean of NEW/BASE run-time ratios over the `n` benchmarks of one tool,
+    one task or all (`by` is "tool", "task" or "all"), correct in both builds, with a
+    (1 - alpha) interval for measurement uncertainty."""
+
+    by: str
+    key: str
+    ratio: float
+    low: float
+    high: float
+    n: int
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Everything `compare_builds` found, rows sorted slowest change first."""
+
+    base: BuildInfo
+    new: BuildInfo
+    min_effect: float
+    alpha: float
+    rows: tuple[ComparisonRow, ...]
+    geomeans: tuple[GeoMean, ...]
+    ignored_differences: tuple[str, ...] = ()
+
+    @property
+    def regressions(self) -> tuple[ComparisonRow, ...]:
+        """Rows significantly slower beyond the minimum effect, newly incorrect or newly
+        failing."""
+        return tuple(r for r in self.rows if r.is_regression)
+
+    @property
+    def has_regression(self) -> bool:
+        return any(r.is_regression for r in self.rows)
+
+    def row(self, name: str) -> ComparisonRow | None:
+        for r in self.rows:
+            if r.name == name:
+                return r
+        return None
+
+
+@dataclass
+class _Entry:
+    """One benchmark of one build, before comparison."""
+
+    name: str
+    kind: str
+    model: str
+    tool: str
+    task: str
+    config: str
+    status: str
+    reason: str
+    runs: list[list[float]]
+
+    @property
+    def category(self) -> str:
+        return _CATEGORY.get(self.status, "failing")
+
+
+def parse_benchmark_name(name: str) -> tuple[str, str, str, str, str]:
+    """(kind, model, tool, task, config) of a benchmark name; parts a plain pyperf name does
+    not have are "". Config names may contain "/"; model, tool and task may not."""
+    kind = "time"
+    stem = name
+    for k, suffix in _SUFFIXES.items():
+        if name.endswith(suffix):
+            kind, stem = k, name[: -len(suffix)]
+            break
+    if kind == "compile":
+        parts = stem.split("/", 2)
+        if len(parts) == 3:
+            return kind, parts[0], parts[1], parts[2], ""
+        return kind, "", "", "", ""
+    parts = stem.split("/", 3)
+    if len(parts) == 4:
+        return kind, parts[0], parts[1], parts[2], parts[3]
+    return kind, "", "", "", ""
+
+
+def _memory_name(model: str, tool: str, task: str, config: str, kind: str) -> str:
+    return benchmark_name(model, tool, task, config) + _SUFFIXES[kind]
+
+
+def _memory_runs(results: LoadedResults) -> dict[tuple[str, str, str, str, str], list[list[float]]]:
+    """Per-process peak memory per (kind, model, tool, task, config), from the raw worker
+    results when the file has them."""
+    out: dict[tuple[str, str, str, str, str], list[list[float]]] = {}
+    for r in results.runs:
+        for c in r.configs:
+            for kind, attr in (("peak_rss", "peak_rss_bytes"), ("peak_cuda", "peak_cuda_bytes")):
+                value = getattr(c, attr)
+                if value:
+                    out.setdefault((kind, r.model, r.tool, r.task, c.config), []).append(
+                        [float(value)])
+    return out
+
+
+def _entries(results: LoadedResults) -> tuple[dict[str, _Entry],
+                                              dict[tuple[str, str, str], _Entry]]:
+    """The build's benchmarks by name, and the cells that never reached a config (an import
+    error, a crash, a timeout) by (model, tool, task)."""
+    named: dict[str, _Entry] = {}
+    cell_level: dict[tuple[str, str, str], _Entry] = {}
+    if results.has_kscperf:
+        memory = _memory_runs(results)
+        for c in results.cells:
+            model, tool, task, config = c["model"], c["tool"], c["task"], c["config"]
+            status, reason = c["status"], c.get("reason", "") or ""
+            if config is None:
+                cell_level[(model, tool, task)] = _Entry(
+                    benchmark_name(model, tool, task, "*"), "time", model, tool, task, "*",
+                    status, reason, [])
+                continue
+            config = str(config)
+            time_name = benchmark_name(model, tool, task, config)
+            named[time_name] = _Entry(time_name, "time", model, tool, task, config, status,
+                                      reason, results.runs_values.get(time_name, []))
+            p_name = prep_name(model, tool, task, config)
+            named[p_name] = _Entry(p_name, "prep", model, tool, task, config, status, reason,
+                                   results.runs_values.get(p_name, []))
+            for kind in _MEMORY_KINDS:
+                runs = memory.get((kind, model, tool, task, config))
+                if runs is None:
+                    # A file without raw runs still has the cell's peak over its processes.
+                    peak = c.get(f"{kind}_bytes")
+                    runs = [[float(peak)]] if peak else []
+                m_name = _memory_name(model, tool, task, config, kind)
+                named[m_name] = _Entry(m_name, kind, model, tool, task, config, status,
+                                       reason, runs)
+            c_name = compile_name(model, tool, task)
+            previous = named.get(c_name)
+            # A cell's compile time is measured when any of its configs ran.
+            if previous is None or _CATEGORY.get(previous.status) not in ("ok", "incorrect"):
+                named[c_name] = _Entry(c_name, "compile", model, tool, task, "", status,
+                                       reason, results.runs_values.get(c_name, []))
+    for name, runs in results.runs_values.items():
+        if name not in named:
+            kind, model, tool, task, config = parse_benchmark_name(name)
+            named[name] = _Entry(name, kind, model, tool, task, config,
+                                 CellStatus.OK.value, "", runs)
+    return named, cell_level
+
+
+def _stand_in(entry: _Entry, other_named: dict[str, _Entry],
+              other_cells: dict[tuple[str, str, str], _Entry]) -> _Entry | None:
+    """The other build's counterpart of `entry`: its own benchmark of that name, or, for a
+    cell that never reached its configs there, an entry with that cell's status."""
+    found = other_named.get(entry.name)
+    if found is not None:
+        return found
+    cell = other_cells.get((entry.model, entry.tool, entry.task))
+    if cell is None:
+        return None
+    return _Entry(entry.name, entry.kind, entry.model, entry.tool, entry.task, entry.config,
+                  cell.status, cell.reason, [])
+
+
+def _status_verdict(base: _Entry | None, new: _Entry | None) -> Verdict | None:
+    """The verdict decided by statuses alone, or None when the timings decide."""
+    b = base.category if base is not None else "absent"
+    n = new.category if new is not None else "absent"
+    if b == "absent":
+        return Verdict.NEW
+    if n == "absent":
+        return Verdict.MISSING
+    if n == "failing":
+        return Verdict.SAME if b == "failing" else Verdict.FAILING_NOW
+    if n == "incorrect" and b != "incorrect":
+        return Verdict.INCORRECT_NOW
+    if n == "ok" and b in ("incorrect", "failing"):
+        return Verdict.FIXED
+    return None
+
+
+def _has_values(entry: _Entry | None) -> bool:
+    return entry is not None and any(entry.runs)
+
+
+def _measured(entry: _Entry | None) -> bool:
+    return entry is not None and _CATEGORY.get(entry.status) in ("ok", "incorrect")
+
+
+def _pair_rows(base_named: dict[str, _Entry], base_cells: dict[tuple[str, str, str], _Entry],
+               new_named: dict[str, _Entry], new_cells: dict[tuple[str, str, str], _Entry],
+               base_plain: bool, new_plain: bool
+               ) -> list[tuple[_Entry | None, _Entry | None]]:
+    pairs: list[tuple[_Entry | None, _Entry | None]] = []
+    names = list(base_named) + [n for n in new_named if n not in base_named]
+    for name in names:
+        b = base_named.get(name)
+        n = new_named.get(name)
+        if b is None and n is not None:
+            b = _stand_in(n, base_named, base_cells)
+        if n is None and b is not None:
+            n = _stand_in(b, new_named, new_cells)
+        kind = (b or n).kind  # type: ignore[union-attr]
+        if kind == "time":
+            if (b is None or b.category == "absent") and (n is None or n.category == "absent"):
+                continue
+        else:
+            # A kind other than run time appears only where it was measured: both builds
+            # have it, or one has it and the other ran the cell without measuring it that
+            # way (a plain pyperf file counts as having measured whatever it lists).
+            has_b, has_n = _has_values(b), _has_values(n)
+            if not has_b and not has_n:
+                continue
+            if has_b != has_n:
+                other, plain = (n, new_plain) if has_b else (b, base_plain)
+                if not (plain or _measured(other)):
+                    continue
+        pairs.append((b, n))
+    # Cells that never reached a config in either build: one row per cell.
+    with_configs = {(e.model, e.tool, e.task) for e in base_named.values()}
+    with_configs.update((e.model, e.tool, e.task) for e in new_named.values())
+    for key in list(base_cells) + [k for k in new_cells if k not in base_cells]:
+        if key in with_configs:
+            continue
+        b, n = base_cells.get(key), new_cells.get(key)
+        if (b is None or b.category == "absent") and (n is None or n.category == "absent"):
+            continue
+        pairs.append((b, n))
+    return pairs
+
+
+def _compare_pair(base: _Entry | None, new: _Entry | None, alpha: float
+                  ) -> tuple[_Entry, Verdict | None, stats.RatioEstimate, float]:
+    some = base if base is not None else new
+    assert some is not None
+    status_verdict = _status_verdict(base, new) if some.kind == "time" else None
+    if some.kind != "time":
+        if not _has_values(base):
+            status_verdict = Verdict.NEW
+        elif not _has_values(new):
+            status_verdict = Verdict.MISSING
+    estimate = stats.compare_samples(base.runs if base else [], new.runs if new else [],
+                                     alpha=alpha)
+    mde = stats.min_detectable_effect(estimate.se_log, estimate.df, alpha=alpha)
+    return some, status_verdict, estimate, mde
+
+
+def _median_of(entry: _Entry | None) -> float:
+    if entry is None:
+        return math.nan
+    return stats.median([v for run in entry.runs for v in run])
+
+
+def _geomeans(rows: Iterable[ComparisonRow], estimates: dict[str, stats.RatioEstimate],
+              alpha: float) -> tuple[GeoMean, ...]:
+    groups: dict[tuple[str, str], list[ComparisonRow]] = {}
+    for r in rows:
+        if (r.kind != "time" or r.base_status != CellStatus.OK.value
+                or r.new_status != CellStatus.OK.value or not math.isfinite(r.ratio)):
+            continue
+        groups.setdefault(("all", ""), []).append(r)
+        if r.tool:
+            groups.setdefault(("tool", r.tool), []).append(r)
+        if r.task:
+            groups.setdefault(("task", r.task), []).append(r)
+    out = []
+    for (by, key), members in groups.items():
+        gm, low, high = stats.geometric_mean_interval(
+            [m.ratio for m in members], [estimates[m.name].se_log for m in members],
+            [estimates[m.name].df for m in members], alpha=alpha)
+        out.append(GeoMean(by, key, gm, low, high, len(members)))
+    order = {"tool": 0, "task": 1, "all": 2}
+    out.sort(key=lambda g: (order[g.by], g.key))
+    return tuple(out)
+
+
+def _build_info(results: LoadedResults) -> BuildInfo:
+    return BuildInfo(results.build, results.path, dict(results.metadata), results.has_kscperf,
+                     results.complete)
+
+
+def check_comparable(base: LoadedResults, new: LoadedResults) -> list[str]:
+    """The reasons why timings of `base` and `new` cannot be compared: one phrase per kind
+    of difference (machines, CPUs, GPUs, torch versions, profiles), naming both values.
+    Empty when comparable. Metadata missing on either side (a plain pyperf file has no
+    torch version) is not a difference."""
+    by_what: dict[str, list[str]] = {}
+    for key, what in _COMPARABLE_KEYS:
+        b, n = base.metadata.get(key), new.metadata.get(key)
+        if b is None or n is None or b == n:
+            continue
+        by_what.setdefault(what, []).append(f"{key} {b!r} in BASE, {n!r} in NEW")
+    return [f"different {what} ({', '.join(parts)})" for what, parts in by_what.items()]
+
+
+def compare_builds(base: LoadedResults, new: LoadedResults, *,
+                   min_effect: float = stats.DEFAULT_MIN_EFFECT, force: bool = False,
+                   alpha: float = stats.ALPHA) -> Comparison:
+    """NEW against BASE, benchmark by benchmark, for every kind in `KINDS`.
+
+    Promises: each row has a ratio NEW/BASE of medians with its interval, a p-value and a
+    verdict; no ratio within `min_effect` of 1 is called a change, however significant; a
+    change needs a q-value (Benjamini-Hochberg over the rows of its kind) under `alpha`;
+    rows come sorted slowest change first (regressions, then missing, same, new, fixed,
+    faster; by ratio within each). Geometric means per tool, per task and over all cover
+    run-time rows correct (status ok) in both builds.
+
+    Raises KscperfError naming the difference when the files come from different machines,
+    CPUs, GPUs, torch versions or profiles, unless `force` (the differences are then kept in
+    `ignored_differences`). A plain pyperf file compares by its run-time values.
+    """
+    if not min_effect >= 0:
+        raise KscperfError(f"the minimum effect must be 0 or more, not {min_effect!r}.")
+    differences = check_comparable(base, new)
+    if differences and not force:
+        raise KscperfError(
+            f"refusing to compare {base.path} (BASE) with {new.path} (NEW): "
+            f"{'; '.join(differences)}; timings are only comparable on one machine class "
+            "with one torch and one profile, pass --force to compare anyway.")
+    base_named, base_cells = _entries(base)
+    new_named, new_cells = _entries(new)
+    pairs = _pair_rows(base_named, base_cells, new_named, new_cells,
+                       not base.has_kscperf, not new.has_kscperf)
+    compared = [(b, n, *_compare_pair(b, n, alpha)) for b, n in pairs]
+
+    q_values: dict[int, float] = {}
+    for kind in KINDS:
+        indices = [i for i, item in enumerate(compared) if item[2].kind == kind]
+        adjusted = stats.adjust_p_values([compared[i][4].p_value for i in indices])
+        q_values.update(zip(indices, adjusted))
+
+    rows: list[ComparisonRow] = []
+    estimates: dict[str, stats.RatioEstimate] = {}
+    threshold = math.log1p(min_effect)
+    for i, (b, n, some, status_verdict, est, mde) in enumerate(compared):
+        q = q_values.get(i, math.nan)
+        inconclusive = False
+        if status_verdict is not None:
+            verdict = status_verdict
+        else:
+            direction = stats.classify_change(est.ratio, q, min_effect=min_effect, alpha=alpha)
+            verdict = {1: Verdict.SLOWER, -1: Verdict.FASTER, 0: Verdict.SAME}[direction]
+            inconclusive = (direction == 0 and math.isfinite(est.ratio)
+                            and abs(math.log(est.ratio)) >= threshold - 1e-12)
+        failing_side = n if n is not None and n.category in ("failing", "incorrect") else b
+        reason = failing_side.reason if failing_side is not None else ""
+        row = ComparisonRow(
+            name=some.name, kind=some.kind, model=some.model, tool=some.tool, task=some.task,
+            config=some.config, verdict=verdict,
+            base_status=b.status if b is not None else "",
+            new_status=n.status if n is not None else "",
+            reason=reason, base_median=_median_of(b), new_median=_median_of(n),
+            ratio=est.ratio, ratio_low=est.low, ratio_high=est.high, p_value=est.p_value,
+            q_value=q, min_detectable_effect=mde, method=est.method, n_base=est.n_base,
+            n_new=est.n_new, inconclusive=inconclusive)
+        rows.append(row)
+        estimates[row.name] = est
+
+    def sort_key(r: ComparisonRow) -> tuple[int, int, float, str]:
+        finite = math.isfinite(r.ratio) and r.ratio > 0
+        return (_ORDER[r.verdict], 0 if finite else 1,
+                -math.log(r.ratio) if finite else 0.0, r.name)
+
+    rows.sort(key=sort_key)
+    return Comparison(base=_build_info(base), new=_build_info(new), min_effect=min_effect,
+                      alpha=alpha, rows=tuple(rows), geomeans=_geomeans(rows, estimates, alpha),
+                      ignored_differences=tuple(differences) if force else ())

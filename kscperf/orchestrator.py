@@ -14,6 +14,7 @@ it started, such as compiler worker pools.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import select
@@ -27,7 +28,8 @@ from typing import Callable, Protocol
 
 from kscperf.errors import CellStatus
 from kscperf.plan import PlannedCell
-from kscperf.spec import CellResult, CellSpec, TimingProfile
+from kscperf.spec import CellResult, CellSpec, TimingProfile, partial_result_path, \
+    phase_path
 
 __all__ = [
     "LaunchOutcome",
@@ -54,6 +56,7 @@ class LaunchOutcome:
     timed_out: bool
     wall_s: float
     maxrss_kb: int | None = None
+    over_memory_bytes: int | None = None
 
 
 class Launcher(Protocol):
@@ -62,7 +65,10 @@ class Launcher(Protocol):
     name: str
 
     def launch(self, spec_path: str, result_path: str, log_path: str,
-               timeout_s: float | None) -> LaunchOutcome: ...
+               timeout_s: float | None, max_rss_bytes: int | None = None) -> LaunchOutcome:
+        """Run one worker; kill its process group past `timeout_s` seconds, or when its
+        resident memory goes over `max_rss_bytes`."""
+        ...
 
     def close(self) -> None: ...
 
@@ -72,6 +78,19 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+# How often a worker's memory is read when --max-rss is set.
+_RSS_POLL_S = 0.02
+
+
+def _rss_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as fp:
+            return int(fp.read().split()[1]) * _PAGE_SIZE
+    except (OSError, IndexError, ValueError):
+        return 0
 
 
 def _decode_status(status: int) -> tuple[int | None, int | None]:
@@ -89,7 +108,7 @@ class SpawnLauncher:
         self._current: int | None = None
 
     def launch(self, spec_path: str, result_path: str, log_path: str,
-               timeout_s: float | None) -> LaunchOutcome:
+               timeout_s: float | None, max_rss_bytes: int | None = None) -> LaunchOutcome:
         t0 = time.perf_counter()
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(
@@ -99,12 +118,16 @@ class SpawnLauncher:
         try:
             deadline = None if timeout_s is None else t0 + timeout_s
             timed_out = False
+            over: int | None = None
             while True:
                 pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
                 if pid:
                     break
                 if deadline is not None and time.perf_counter() > deadline:
                     timed_out = True
+                elif max_rss_bytes is not None and _rss_bytes(proc.pid) > max_rss_bytes:
+                    over = _rss_bytes(proc.pid)
+                if timed_out or over:
                     _kill_group(proc.pid)
                     pid, status, rusage = os.wait4(proc.pid, 0)
                     break
@@ -117,7 +140,8 @@ class SpawnLauncher:
         proc.returncode = 0  # reaped above; stop Popen from reaping again
         _kill_group(proc.pid)  # anything the worker left behind in its group
         code, sig = _decode_status(status)
-        return LaunchOutcome(code, sig, timed_out, time.perf_counter() - t0, rusage.ru_maxrss)
+        return LaunchOutcome(code, sig, timed_out, time.perf_counter() - t0, rusage.ru_maxrss,
+                             over)
 
     def close(self) -> None:
         if self._current is not None:
@@ -179,7 +203,7 @@ class ForkLauncher:
             self._start()
 
     def launch(self, spec_path: str, result_path: str, log_path: str,
-               timeout_s: float | None) -> LaunchOutcome:
+               timeout_s: float | None, max_rss_bytes: int | None = None) -> LaunchOutcome:
         self.start()
         assert self._proc is not None and self._proc.stdin is not None and self._lines
         t0 = time.perf_counter()
@@ -193,9 +217,22 @@ class ForkLauncher:
             pid = int(json.loads(started)["pid"])
             self._current = pid
             deadline = None if timeout_s is None else t0 + timeout_s
-            line = self._lines.read(deadline)
-            timed_out = line is None
-            if timed_out:
+            over: int | None = None
+            while True:
+                wake = deadline
+                if max_rss_bytes is not None:
+                    soon = time.perf_counter() + _RSS_POLL_S
+                    wake = soon if deadline is None else min(deadline, soon)
+                line = self._lines.read(wake)
+                if line is not None:
+                    break
+                if deadline is not None and time.perf_counter() >= deadline:
+                    break
+                if max_rss_bytes is not None and _rss_bytes(pid) > max_rss_bytes:
+                    over = _rss_bytes(pid)
+                    break
+            timed_out = line is None and over is None
+            if line is None:
                 _kill_group(pid)
                 line = self._lines.read(time.perf_counter() + 60)
             if not line:
@@ -212,7 +249,8 @@ class ForkLauncher:
         _kill_group(pid)
         done = json.loads(line)
         code, sig = _decode_status(int(done["status"]))
-        return LaunchOutcome(code, sig, timed_out, time.perf_counter() - t0, done.get("maxrss_kb"))
+        return LaunchOutcome(code, sig, timed_out, time.perf_counter() - t0, done.get("maxrss_kb"),
+                             over)
 
     def close(self) -> None:
         if self._current is not None:
@@ -282,46 +320,78 @@ def _with_tail(reason: str, log_path: str) -> str:
     return f"{reason}; stderr: {tail}" if tail else reason
 
 
+def _read_result(path: str) -> tuple[CellResult | None, str]:
+    if not os.path.exists(path):
+        return None, ""
+    try:
+        with open(path, encoding="utf-8") as fp:
+            return CellResult.from_dict(json.load(fp)), ""
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return None, f"the worker wrote an unreadable result ({type(exc).__name__})"
+
+
+def _last_phase(result_path: str) -> tuple[str, str]:
+    try:
+        with open(phase_path(result_path), encoding="utf-8") as fp:
+            phase, _, config = fp.read().partition("\n")
+        return phase.strip(), config.strip()
+    except OSError:
+        return "", ""
+
+
+def _insert_where(reason: str, where: str) -> str:
+    head, sep, tail = reason.partition("; stderr: ")
+    return f"{head}{where}{sep}{tail}"
+
+
 def _outcome_result(spec: CellSpec, outcome: LaunchOutcome, result_path: str, log_path: str,
                     timeout_s: float | None, max_rss_bytes: int | None) -> CellResult:
-    result: CellResult | None = None
-    unreadable = ""
-    if os.path.exists(result_path):
-        try:
-            with open(result_path, encoding="utf-8") as fp:
-                result = CellResult.from_dict(json.load(fp))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            unreadable = f"the worker wrote an unreadable result ({type(exc).__name__})"
+    result, unreadable = _read_result(result_path)
+    if result is None or outcome.timed_out:
+        partial, _ = _read_result(partial_result_path(result_path))
+        abnormal = _abnormal_result(spec, outcome, log_path, timeout_s, max_rss_bytes,
+                                    unreadable, partial)
+        phase, config = _last_phase(result_path)
+        where = f" during {phase}" + (f" of config {config}" if config else "") if phase else ""
+        return dataclasses.replace(abnormal, phase=phase or "worker",
+                                   reason=_insert_where(abnormal.reason, where))
+    if result.status not in (CellStatus.OK, CellStatus.SKIPPED, CellStatus.UNSUPPORTED):
+        result = CellResult.from_dict(dict(result.to_dict(),
+                                           reason=_with_tail(result.reason, log_path)))
+    return result
+
+
+def _abnormal_result(spec: CellSpec, outcome: LaunchOutcome, log_path: str,
+                     timeout_s: float | None, max_rss_bytes: int | None, unreadable: str,
+                     partial: CellResult | None) -> CellResult:
+    """The result of a worker that was killed, crashed or wrote nothing usable, keeping the
+    configs it finished before that."""
+    kept = {"configs": partial.configs, "compile_s": partial.compile_s,
+            "import_s": partial.import_s, "metadata": partial.metadata} if partial else {}
     if outcome.timed_out:
         return CellResult.for_spec(spec, CellStatus.TIMEOUT, _with_tail(
             f"killed after {timeout_s:g} s (--timeout), with its process group", log_path),
-            "worker", wall_s=outcome.wall_s)
-    if result is not None:
-        if result.status not in (CellStatus.OK, CellStatus.SKIPPED, CellStatus.UNSUPPORTED):
-            result = CellResult.from_dict(dict(result.to_dict(),
-                                               reason=_with_tail(result.reason, log_path)))
-        return result
+            "worker", wall_s=outcome.wall_s, **kept)
     if outcome.signal is not None:
         try:
             name = signal.Signals(outcome.signal).name
         except ValueError:
             name = f"signal {outcome.signal}"
-        over = (max_rss_bytes is not None and outcome.maxrss_kb is not None
-                and outcome.maxrss_kb * 1024 >= max_rss_bytes)
-        if outcome.signal == signal.SIGKILL and over:
+        if outcome.over_memory_bytes is not None:
             return CellResult.for_spec(spec, CellStatus.OOM, _with_tail(
-                f"killed by {name} at peak RSS {outcome.maxrss_kb * 1024} bytes, over "
-                f"--max-rss", log_path), "worker", wall_s=outcome.wall_s)
+                f"killed at {outcome.over_memory_bytes} bytes resident, over --max-rss "
+                f"{max_rss_bytes}", log_path), "worker", wall_s=outcome.wall_s, **kept)
         return CellResult.for_spec(spec, CellStatus.CRASHED, _with_tail(
-            f"the worker was killed by {name}", log_path), "worker", wall_s=outcome.wall_s)
+            f"the worker was killed by {name}", log_path), "worker", wall_s=outcome.wall_s,
+            **kept)
     if outcome.exit_code is None:
         return CellResult.for_spec(spec, CellStatus.CRASHED, _with_tail(
             "the fork server died while running the worker", log_path), "worker",
-            wall_s=outcome.wall_s)
+            wall_s=outcome.wall_s, **kept)
     reason = unreadable or (f"the worker exited with code {outcome.exit_code} without "
                             "writing a result")
     return CellResult.for_spec(spec, CellStatus.CRASHED, _with_tail(reason, log_path), "worker",
-                               wall_s=outcome.wall_s)
+                               wall_s=outcome.wall_s, **kept)
 
 
 def _skipped(spec: CellSpec, reason: str) -> CellResult:
@@ -353,7 +423,7 @@ def run_cells(rounds: list[tuple[int, PlannedCell]], options: RunOptions, launch
                 loops=tuple(sorted(loops.get(cell.name, {}).items())),
                 check_only=options.check_only, tool_plugins=options.tool_plugins,
                 jacobian_max_elements=options.jacobian_max_elements,
-                compile_cache=options.compile_cache, max_rss_bytes=options.max_rss_bytes)
+                compile_cache=options.compile_cache)
             if cell.skip_reason:
                 result = _skipped(spec, cell.skip_reason)
             else:
@@ -363,7 +433,8 @@ def run_cells(rounds: list[tuple[int, PlannedCell]], options: RunOptions, launch
                 with open(spec_path, "w", encoding="utf-8") as fp:
                     json.dump(spec.to_dict(), fp)
                 timeout = cell.model.timeout_s or options.timeout_s
-                outcome = launcher.launch(spec_path, result_path, log_path, timeout)
+                outcome = launcher.launch(spec_path, result_path, log_path, timeout,
+                                          options.max_rss_bytes)
                 result = _outcome_result(spec, outcome, result_path, log_path, timeout,
                                          options.max_rss_bytes)
                 for c in result.configs:

@@ -99,7 +99,8 @@ def _worst(statuses: Iterable[CellStatus]) -> CellStatus:
 def summarize_cells(runs: Iterable[CellResult]) -> list[dict[str, Any]]:
     """One summary dict per model/tool/task/config over all processes, in first-seen order.
 
-    A cell that never reached its configs (import error, crash, timeout) has `config` None.
+    A cell that never reached its configs, or died part-way (import error, crash, timeout),
+    has an entry with `config` None.
     The shown status, reason, phase and check are those of the worst process.
     """
     summary: dict[tuple[str, str, str, str | None], dict[str, Any]] = {}
@@ -121,18 +122,16 @@ def summarize_cells(runs: Iterable[CellResult]) -> list[dict[str, Any]]:
             e["status"], e["reason"], e["phase"] = status.value, reason, phase
 
     for r in runs:
-        if not r.configs:
+        # A cell that died part-way keeps its finished configs, and its fate is recorded
+        # under config None, for the configs it never reached.
+        if not r.configs or r.status != CellStatus.OK:
             e = entry(r, None)
             absorb(e, r.status, r.reason, r.phase)
             e["processes"] += 1
-            continue
         for c in r.configs:
             e = entry(r, c.config)
-            status, reason, phase = c.status, c.reason, c.phase
-            if STATUS_SEVERITY[r.status] > STATUS_SEVERITY[status]:
-                status, reason, phase = r.status, r.reason, r.phase
             before = e["status"]
-            absorb(e, status, reason, phase)
+            absorb(e, c.status, c.reason, c.phase)
             if c.check is not None and (e["check"] is None or e["status"] != before
                                         or not c.check.passed):
                 e["check"] = c.check.to_dict()

@@ -21,6 +21,8 @@ __all__ = [
     "ConfigResult",
     "CellResult",
     "PHASES",
+    "partial_result_path",
+    "phase_path",
 ]
 
 TASKS = ("inference", "fwd", "bwd", "jacobian")
@@ -73,7 +75,6 @@ class CellSpec:
     tool_plugins: tuple[str, ...] = ()
     jacobian_max_elements: int = 1_000_000
     compile_cache: str = "warm"
-    max_rss_bytes: int | None = None
 
     @property
     def name(self) -> str:
@@ -204,3 +205,13 @@ class CellResult:
         d["configs"] = tuple(ConfigResult.from_dict(c) for c in d.get("configs", ()))
         d["metadata"] = dict(d.get("metadata") or {})
         return cls(**d)
+
+
+def partial_result_path(result_path: str) -> str:
+    """Where a worker keeps the configs it finished so far, until its result is written."""
+    return result_path + ".partial"
+
+
+def phase_path(result_path: str) -> str:
+    """Where a worker notes the phase (and config) it is in, for when it dies."""
+    return result_path + ".phase"

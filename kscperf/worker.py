@@ -30,12 +30,25 @@ from kscperf.definitions import DefinitionError, ResolvedModel, import_definitio
     resolve_model
 from kscperf.envinfo import machine_info, now_iso, torch_info
 from kscperf.errors import CellStatus
-from kscperf.spec import CellResult, CellSpec, ConfigResult
+from kscperf.spec import CellResult, CellSpec, ConfigResult, partial_result_path, \
+    phase_path
 from kscperf.tools import Unsupported, load_tool
 
 __all__ = ["run_cell", "main", "serve"]
 
 _STEADY_CALLS = 3
+
+
+# Where the worker notes the phase it enters, so that if it dies (signal, os._exit, kill)
+# the orchestrator can still say in which phase and config.
+_phase_path: str | None = None
+
+
+def _enter(phase: str, config: str = "") -> str:
+    if _phase_path is not None:
+        with open(_phase_path, "w", encoding="utf-8") as fp:
+            fp.write(f"{phase}\n{config}")
+    return phase
 
 
 def _seed_everything(seed: int) -> None:
@@ -76,8 +89,12 @@ def _where(exc: BaseException) -> str:
 
 
 def _is_oom(exc: BaseException) -> bool:
-    return isinstance(exc, MemoryError) or isinstance(exc, torch.OutOfMemoryError) or (
-        "out of memory" in str(exc).lower() and isinstance(exc, RuntimeError))
+    # CPU allocation failures in torch are plain RuntimeErrors ("DefaultCPUAllocator: can't
+    # allocate memory"); CUDA's are torch.OutOfMemoryError.
+    text = str(exc).lower()
+    return isinstance(exc, (MemoryError, torch.OutOfMemoryError)) or (
+        isinstance(exc, RuntimeError)
+        and ("out of memory" in text or "can't allocate memory" in text))
 
 
 def _status_for(exc: BaseException) -> CellStatus:
@@ -157,7 +174,7 @@ def _run_config(spec: CellSpec, model: ResolvedModel, name: str, config: tuple[A
         reason = model.skip(spec.task, name)
         if reason:
             return ConfigResult(status=CellStatus.SKIPPED, reason=str(reason), **common)
-    phase = "prep"
+    phase = _enter("prep", name)
     try:
         diff = tasks.differentiable_indices(config, model.diff_args)
         if spec.task != "inference" and not diff:
@@ -182,7 +199,7 @@ def _run_config(spec: CellSpec, model: ResolvedModel, name: str, config: tuple[A
         _sync(device)
         prep_s = time.perf_counter() - t0
 
-        phase = "check"
+        phase = _enter("check", name)
         ref_value = tasks.task_value(spec.task, model.reference, ref_args, diff, cot_seed,
                                      ref_who)
         got = tasks.task_value(spec.task, compiled, args, diff, cot_seed, who)
@@ -202,7 +219,7 @@ def _run_config(spec: CellSpec, model: ResolvedModel, name: str, config: tuple[A
             common["peak_rss_bytes"] = measure.peak_rss_bytes()
             return ConfigResult(**common)
 
-        phase = "run"
+        phase = _enter("run", name)
         t0 = time.perf_counter()
         m = measure.measure_values(prepared.timed, clock, values=spec.values,
                                    warmups=spec.warmups, min_time=spec.min_time,
@@ -222,12 +239,15 @@ def _run_config(spec: CellSpec, model: ResolvedModel, name: str, config: tuple[A
         _teardown(device)
 
 
-def run_cell(spec: CellSpec, clock: measure.TimeLoops | None = None) -> CellResult:
+def run_cell(spec: CellSpec, clock: measure.TimeLoops | None = None,
+             on_config: Callable[[CellResult], None] | None = None) -> CellResult:
     """Run every config of one cell in this process; never raises for anything the
-    definitions, the tool or the inputs do: that becomes the result's status."""
+    definitions, the tool or the inputs do: that becomes the result's status.
+    `on_config` is handed the result so far after each config, so that a crash or a kill
+    later in the cell loses nothing already measured."""
     t_start = time.perf_counter()
     metadata = machine_info()
-    phase = "import"
+    phase = _enter("import")
     try:
         try:
             tool, device = load_tool(spec.tool, spec.tool_plugins)
@@ -250,13 +270,9 @@ def run_cell(spec: CellSpec, clock: measure.TimeLoops | None = None) -> CellResu
         # collections that measure_values and teardown make (each would otherwise walk
         # torch's millions of objects, ~0.3 s).
         gc.freeze()
-        phase = "configs"
+        phase = _enter("configs")
         configs = _load_configs(model, spec.seed)
-        phase = "compile"
-        if spec.max_rss_bytes:
-            import resource
-
-            resource.setrlimit(resource.RLIMIT_DATA, (spec.max_rss_bytes, spec.max_rss_bytes))
+        phase = _enter("compile")
         example = tasks.to_device_args(configs[0][1], device)
         diff0 = tasks.differentiable_indices(example, model.diff_args)
         compiled, compile_s = _compile(spec, tool, fn, example, device, diff0,
@@ -264,11 +280,16 @@ def run_cell(spec: CellSpec, clock: measure.TimeLoops | None = None) -> CellResu
         del example
         clock = clock or (measure.cuda_clock() if device == "cuda" else measure.cpu_clock())
         loops = dict(spec.loops)
-        results = tuple(_run_config(spec, model, name, config, compiled, device,
-                                    f"{spec.tool} build of {who}", clock, loops)
-                        for name, config in configs)
+        done: list[ConfigResult] = []
+        for name, config in configs:
+            done.append(_run_config(spec, model, name, config, compiled, device,
+                                    f"{spec.tool} build of {who}", clock, loops))
+            if on_config is not None:
+                on_config(CellResult.for_spec(spec, CellStatus.OK, compile_s=compile_s,
+                                              import_s=import_s, configs=tuple(done),
+                                              metadata=metadata))
         return CellResult.for_spec(spec, CellStatus.OK, compile_s=compile_s, import_s=import_s,
-                                   configs=results, metadata=metadata,
+                                   configs=tuple(done), metadata=metadata,
                                    wall_s=time.perf_counter() - t_start)
     except (DefinitionError, tasks.OutputError) as exc:
         return CellResult.for_spec(spec, CellStatus.FAILED, str(exc), phase, metadata=metadata)
@@ -293,7 +314,10 @@ def main(spec_path: str, result_path: str) -> int:
         cache = tempfile.mkdtemp(prefix="kscperf-cold-cache-")
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(cache, "inductor")
         os.environ["TRITON_CACHE_DIR"] = os.path.join(cache, "triton")
-    result = run_cell(spec)
+    global _phase_path
+    _phase_path = phase_path(result_path)
+    result = run_cell(spec, on_config=lambda partial: _write_atomic(
+        partial_result_path(result_path), partial.to_dict()))
     _write_atomic(result_path, result.to_dict())
     return 0
 
