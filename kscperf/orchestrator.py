@@ -320,6 +320,9 @@ def _with_tail(reason: str, log_path: str) -> str:
     return f"{reason}; stderr: {tail}" if tail else reason
 
 
+_TAILED = frozenset({CellStatus.FAILED, CellStatus.OOM, CellStatus.CRASHED, CellStatus.TIMEOUT})
+
+
 def _read_result(path: str) -> tuple[CellResult | None, str]:
     if not os.path.exists(path):
         return None, ""
@@ -352,12 +355,17 @@ def _outcome_result(spec: CellSpec, outcome: LaunchOutcome, result_path: str, lo
         abnormal = _abnormal_result(spec, outcome, log_path, timeout_s, max_rss_bytes,
                                     unreadable, partial)
         phase, config = _last_phase(result_path)
-        where = f" during {phase}" + (f" of config {config}" if config else "") if phase else ""
+        where = (f", in the {phase} phase" + (f" of config {config}" if config else "")
+                 if phase else "")
         return dataclasses.replace(abnormal, phase=phase or "worker",
                                    reason=_insert_where(abnormal.reason, where))
-    if result.status not in (CellStatus.OK, CellStatus.SKIPPED, CellStatus.UNSUPPORTED):
-        result = CellResult.from_dict(dict(result.to_dict(),
-                                           reason=_with_tail(result.reason, log_path)))
+    # The worker's own stderr often says more than the exception did (a compiler's log).
+    if result.status in _TAILED:
+        result = dataclasses.replace(result, reason=_with_tail(result.reason, log_path))
+    if any(c.status in _TAILED for c in result.configs):
+        result = dataclasses.replace(result, configs=tuple(
+            dataclasses.replace(c, reason=_with_tail(c.reason, log_path))
+            if c.status in _TAILED else c for c in result.configs))
     return result
 
 
@@ -370,7 +378,7 @@ def _abnormal_result(spec: CellSpec, outcome: LaunchOutcome, log_path: str,
             "import_s": partial.import_s, "metadata": partial.metadata} if partial else {}
     if outcome.timed_out:
         return CellResult.for_spec(spec, CellStatus.TIMEOUT, _with_tail(
-            f"killed after {timeout_s:g} s (--timeout), with its process group", log_path),
+            f"killed with its process group after {timeout_s:g} s (--timeout)", log_path),
             "worker", wall_s=outcome.wall_s, **kept)
     if outcome.signal is not None:
         try:
