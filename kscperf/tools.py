@@ -109,7 +109,11 @@ def _script_compile(fn: Callable[..., Any], example_inputs: tuple[Any, ...],
 def _torch_compile(fn: Callable[..., Any], example_inputs: tuple[Any, ...],
                    device: str) -> Callable[..., Any]:
     import torch
+    import torch._functorch.config
 
+    # `bwd` times the VJP again and again over one graph (retain_graph=True), and a compiled
+    # backward that donates its saved buffers refuses that. Donation only saves memory.
+    torch._functorch.config.donated_buffer = False
     return torch.compile(fn)
 
 

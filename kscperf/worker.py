@@ -38,6 +38,20 @@ __all__ = ["run_cell", "main", "serve"]
 
 _STEADY_CALLS = 3
 
+# Imported up front, outside every timed phase: autograd.grad pulls in symbolic_shapes (and
+# sympy, ~0.6 s) on first use, and torch.compile pulls in dynamo and inductor (~4 s). The
+# fork server imports them all once; a spawned worker imports what its tool needs in its
+# import phase, so compile times mean the same under either isolation.
+_PRELOAD_ALWAYS = ("torch.fx.experimental.symbolic_shapes", "torch.autograd.functional")
+_PRELOAD_FOR_COMPILERS = ("torch._dynamo", "torch._inductor.compile_fx")
+
+
+def _preload(modules: tuple[str, ...]) -> None:
+    import importlib
+
+    for name in modules:
+        importlib.import_module(name)
+
 
 # Where the worker notes the phase it enters, so that if it dies (signal, os._exit, kill)
 # the orchestrator can still say in which phase and config.
@@ -82,8 +96,11 @@ def _message(exc: BaseException) -> str:
 def _where(exc: BaseException) -> str:
     """The innermost frame of a traceback that is not kscperf's or torch's own, if any."""
     frames = traceback.extract_tb(exc.__traceback__)
+    # By package folder, not by name: a checkout is often itself called kscperf/.
+    own = tuple(os.path.dirname(os.path.abspath(m.__file__ or "")) + os.sep
+                for m in (check, torch))
     for frame in reversed(frames):
-        if "kscperf" not in frame.filename and "/torch/" not in frame.filename:
+        if not os.path.abspath(frame.filename).startswith(own):
             return f" (at {os.path.basename(frame.filename)}:{frame.lineno} in {frame.name})"
     return ""
 
@@ -166,7 +183,7 @@ def _compile(spec: CellSpec, tool: Any, fn: Callable[..., Any], example: tuple[A
 
 
 def _run_config(spec: CellSpec, model: ResolvedModel, name: str, config: tuple[Any, ...],
-                compiled: Callable[..., Any], device: str, who: str,
+                compiled: Callable[..., Any], tool_lazy: bool, device: str, who: str,
                 clock: measure.TimeLoops, loops: dict[str, int]) -> ConfigResult:
     numel = sum(a.numel() for a in config if isinstance(a, torch.Tensor))
     common: dict[str, Any] = {"config": name, "numel": numel, "date": now_iso()}
@@ -196,6 +213,11 @@ def _run_config(spec: CellSpec, model: ResolvedModel, name: str, config: tuple[A
         t0 = time.perf_counter()
         args = tasks.to_device_args(config, device)
         prepared = tasks.prepare_task(spec.task, compiled, args, diff, cot_seed, who)
+        if tool_lazy:
+            # A lazy compiler compiles again for each new shape on the first call: that is
+            # part of getting the config ready, not of its check or of its timing.
+            with prepared.context():
+                prepared.timed()
         _sync(device)
         prep_s = time.perf_counter() - t0
 
@@ -257,6 +279,7 @@ def run_cell(spec: CellSpec, clock: measure.TimeLoops | None = None,
         if device == "cuda" and not torch.cuda.is_available():
             return CellResult.for_spec(spec, CellStatus.SKIPPED,
                                        "CUDA is not available to torch on this machine", "import")
+        _preload(_PRELOAD_ALWAYS + (_PRELOAD_FOR_COMPILERS if tool.lazy else ()))
         metadata.update(torch_info(device))
         model = resolve_model(import_definition_module(spec.module_path), spec.model)
         import_s = time.perf_counter() - t_start
@@ -282,7 +305,7 @@ def run_cell(spec: CellSpec, clock: measure.TimeLoops | None = None,
         loops = dict(spec.loops)
         done: list[ConfigResult] = []
         for name, config in configs:
-            done.append(_run_config(spec, model, name, config, compiled, device,
+            done.append(_run_config(spec, model, name, config, compiled, tool.lazy, device,
                                     f"{spec.tool} build of {who}", clock, loops))
             if on_config is not None:
                 on_config(CellResult.for_spec(spec, CellStatus.OK, compile_s=compile_s,
@@ -357,6 +380,7 @@ def serve() -> int:
     def reply(obj: dict[str, Any]) -> None:
         os.write(proto_out, (json.dumps(obj) + "\n").encode())
 
+    _preload(_PRELOAD_ALWAYS + _PRELOAD_FOR_COMPILERS)
     # Children inherit these objects; frozen, their collections skip them and their pages
     # stay shared instead of being copied when the collector touches them.
     gc.collect()
