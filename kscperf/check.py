@@ -3,7 +3,8 @@
 An element passes when |got - ref| <= atol * scale + rtol * |ref|, where scale is
 max(1, max |ref|) of that tensor: an absolute tolerance relative to the tensor's magnitude,
 so that values near zero in a large-valued result (cancellation) are judged fairly. NaN or
-Inf where the reference is finite always fails. Defaults by dtype of the tool's inputs,
+Inf where the reference is finite always fails; where the reference is NaN or Inf the tool
+must give the same. Defaults by dtype of the tool's inputs,
 overridable per model with `B_tolerances`.
 """
 
@@ -65,6 +66,13 @@ def compare_values(got: Sequence[torch.Tensor], ref: Sequence[torch.Tensor], wha
             n = int(bad_nonfinite.sum())
             return CheckResult(False, what, math.inf, math.inf, rtol, atol,
                                f"{n} NaN or Inf value(s) where the reference is finite")
+        # Where the reference is NaN or +-Inf the tool must give the same (Inf of the same
+        # sign); the tolerance arithmetic below ignores those elements.
+        bad_special = (~torch.isfinite(r64)) & ~((g64 == r64) | (g64.isnan() & r64.isnan()))
+        if bool(bad_special.any()):
+            n = int(bad_special.sum())
+            return CheckResult(False, what, math.inf, math.inf, rtol, atol,
+                               f"{n} value(s) differ where the reference is NaN or Inf")
         finite = torch.isfinite(r64)
         diff = (g64 - r64).abs().where(finite, torch.zeros_like(r64))
         scale = max(1.0, float(r64[finite].abs().max())) if bool(finite.any()) else 1.0

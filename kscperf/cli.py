@@ -63,6 +63,21 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _cpu_list(text: str) -> tuple[int, ...]:
+    cpus: list[int] = []
+    try:
+        for part in text.split(","):
+            low, _, high = part.partition("-")
+            cpus += range(int(low), int(high or low) + 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a CPU list like 0-3,6") from None
+    available = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set(cpus)
+    missing = sorted(set(cpus) - set(available))
+    if not cpus or missing:
+        raise argparse.ArgumentTypeError(f"CPUs {missing} are not available to this process")
+    return tuple(sorted(set(cpus)))
+
+
 def _add_selection(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="*", metavar="PATH",
                    help="definition files or folders (default: the shipped bench_defs/)")
@@ -85,6 +100,8 @@ def _add_execution(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-rss", type=_positive_int, metavar="BYTES",
                    help="cap a worker's memory; over it the cell is oom")
     p.add_argument("--shard", metavar="I/N", help="run only shard I of N (1-based)")
+    p.add_argument("--affinity", type=_cpu_list, default=(), metavar="CPUS",
+                   help="pin workers to these CPUs (e.g. 1 or 0-3,6), one torch thread each")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -208,7 +225,8 @@ def _build_metadata(args: argparse.Namespace, profile_name: str, profile: Any) -
     md.update(library_versions())
     md.update(profile=profile_name, processes=profile.processes, values=profile.values,
               warmups=profile.warmups, min_time=profile.min_time, seed=args.seed,
-              isolation=args.isolation, compile_cache=getattr(args, "compile_cache", "warm"))
+              isolation=args.isolation, compile_cache=getattr(args, "compile_cache", "warm"),
+              worker_affinity=",".join(map(str, args.affinity)) or "none")
     md["build"] = getattr(args, "build", None) or _default_build(md)
     return md
 
@@ -274,7 +292,8 @@ def _execute(args: argparse.Namespace, check_only: bool) -> int:
         profile=profile, seed=args.seed, timeout_s=args.timeout,
         tool_plugins=tuple(args.tool_plugin), check_only=check_only,
         compile_cache=getattr(args, "compile_cache", "warm"),
-        jacobian_max_elements=args.jacobian_max_elements, max_rss_bytes=args.max_rss)
+        jacobian_max_elements=args.jacobian_max_elements, max_rss_bytes=args.max_rss,
+        affinity=args.affinity)
     rounds = plan.plan_rounds(cells, profile.processes)
     done = {(r.name, r.process_index) for r in prior}
     known_loops: dict[str, dict[str, int]] = {}
@@ -295,7 +314,10 @@ def _execute(args: argparse.Namespace, check_only: bool) -> int:
             last_write[0] = time.monotonic()
 
     log_dir = os.path.dirname(os.path.abspath(output)) if output else os.getcwd()
-    launcher = orchestrator.make_launcher(args.isolation, log_dir)
+    from kscperf.tools import EAGER_TOOLS, split_device
+
+    uses_compiler = any(split_device(c.tool)[0] not in EAGER_TOOLS for c in cells)
+    launcher = orchestrator.make_launcher(args.isolation, log_dir, uses_compiler)
     _install_sigterm()
     t0 = time.perf_counter()
     try:

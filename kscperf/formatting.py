@@ -1,18 +1,37 @@
-"""Numbers as text: durations, ratios, byte counts, terminal and markdown tables.
+"""Numbers as text: durations, ratios, byte counts, terminal and markdown tables, and the
+JSON form of a comparison.
 
 Only scales and rounds what it is handed; every statistic comes from `stats`/`compare`.
-Every string that came from a definition or a results file goes through `safe_text`, so no
-terminal escape sequence from a file reaches the screen.
+Every string that came from a definition or a results file goes through `safe_text` (and,
+in markdown, through markdown escaping), so no terminal escape sequence from a file reaches
+the screen. JSON output keeps names exact and relies on `json`'s own escaping with
+`ensure_ascii`, which writes every control or non-ASCII character as a `\\uXXXX` escape.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
+from typing import Any
 
-from kscperf.compare import BuildRow, CellView
+from kscperf.compare import BuildRow, CellView, Comparison, ComparisonRow, GeoMean, Verdict
 
-__all__ = ["safe_text", "format_seconds", "format_bytes", "format_run_table", "STATUS_MARKS"]
+__all__ = [
+    "safe_text",
+    "format_seconds",
+    "format_bytes",
+    "format_ratio",
+    "format_interval",
+    "format_p",
+    "format_percent",
+    "format_quantity",
+    "verdict_text",
+    "format_run_table",
+    "format_comparison",
+    "COMPARISON_FORMATS",
+    "STATUS_MARKS",
+]
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
@@ -42,9 +61,12 @@ def format_seconds(seconds: float) -> str:
     return f"{seconds:.3g} s"
 
 
-def format_bytes(n: int | None) -> str:
-    if n is None:
+def format_bytes(n: int | float | None) -> str:
+    """A byte count in B, KiB, MiB or GiB; "-" for None or NaN."""
+    if n is None or (isinstance(n, float) and not math.isfinite(n)):
         return "-"
+    if isinstance(n, float):
+        n = int(round(n))
     for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if n >= scale:
             return f"{n / scale:.1f} {unit}"
@@ -96,3 +118,254 @@ def format_check_table(cells: list[dict]) -> str:
                      f"{chk['rtol']:g}/{chk['atol']:g}" if chk else "",
                      safe_text(c.get("reason", ""))[:100]])
     return _align([header] + body)
+
+
+# --------------------------------------------------------------------------------------
+# Build-over-build comparison
+# --------------------------------------------------------------------------------------
+
+COMPARISON_FORMATS = ("table", "markdown", "json")
+
+# For memory rows the verdicts faster/slower mean less/more memory; people read these.
+_MEMORY_VERDICT_TEXT = {Verdict.SLOWER: "more memory", Verdict.FASTER: "less memory"}
+
+# Column cap for free text (failure reasons) in the terminal table.
+_REASON_WIDTH = 60
+
+
+def format_ratio(ratio: float) -> str:
+    """NEW/BASE as "1.23x"; "-" when unknown."""
+    if ratio is None or not math.isfinite(ratio):
+        return "-"
+    return f"{ratio:.3f}x" if 0.995 <= ratio < 1.005 and ratio != 1.0 else f"{ratio:.2f}x"
+
+
+def format_interval(low: float, high: float) -> str:
+    """An interval of ratios as "[1.18x, 1.22x]"; "-" when unknown."""
+    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
+        return "-"
+    return f"[{low:.2f}x, {high:.2f}x]"
+
+
+def format_p(p: float) -> str:
+    """A p-value with 2 significant digits, "<0.001" below that; "-" when unknown."""
+    if p is None or math.isnan(p):
+        return "-"
+    return "<0.001" if p < 0.001 else f"{p:.2g}"
+
+
+def format_percent(fraction: float) -> str:
+    """0.052 as "5.2%"; "-" when unknown, "inf" when infinite."""
+    if fraction is None or math.isnan(fraction):
+        return "-"
+    if math.isinf(fraction):
+        return "inf"
+    return f"{fraction * 100:.2g}%" if abs(fraction) < 0.1 else f"{fraction * 100:.0f}%"
+
+
+def format_quantity(value: float, unit: str) -> str:
+    """A median in its pyperf unit: seconds or bytes."""
+    return format_bytes(value) if unit == "byte" else format_seconds(value)
+
+
+def verdict_text(row: ComparisonRow) -> str:
+    """The verdict as people read it: memory changes in words of memory, and a trailing "~"
+    where the change is beyond the minimum effect but not significant."""
+    text = row.verdict.value
+    if row.kind in ("peak_rss", "peak_cuda"):
+        text = _MEMORY_VERDICT_TEXT.get(row.verdict, text)
+    return text + ("~" if row.inconclusive else "")
+
+
+def _one_line(text: object) -> str:
+    # safe_text leaves tab and newline alone (they are harmless on a terminal), but either
+    # one breaks a table row.
+    return safe_text(text).replace("\t", "\\t").replace("\n", "\\n")
+
+
+def _status_text(row: ComparisonRow) -> str:
+    base, new = row.base_status or "absent", row.new_status or "absent"
+    if base == new == "ok":
+        return ""
+    return _one_line(base) if base == new else f"{_one_line(base)} -> {_one_line(new)}"
+
+
+def _rows_to_show(comparison: Comparison, only_changed: bool) -> list[ComparisonRow]:
+    if not only_changed:
+        return list(comparison.rows)
+    return [r for r in comparison.rows if r.verdict != Verdict.SAME]
+
+
+def _geomean_label(g: GeoMean) -> str:
+    return "all" if g.by == "all" else f"{g.by} {_one_line(g.key)}"
+
+
+def _criteria_text(comparison: Comparison) -> str:
+    confidence = f"{(1 - comparison.alpha) * 100:.0f}%"
+    return (f"A change needs NEW/BASE beyond {format_percent(comparison.min_effect)} and "
+            f"q < {comparison.alpha:g} (Benjamini-Hochberg over the benchmarks of each "
+            f"kind); intervals are {confidence}; detectable = smallest change the spread "
+            f"lets the test find with 80% power; ~ = beyond the minimum effect, not "
+            "significant.")
+
+
+def _header_lines(comparison: Comparison) -> list[str]:
+    lines = [f"BASE  {_one_line(comparison.base.build)}  ({_one_line(comparison.base.path)})",
+             f"NEW   {_one_line(comparison.new.build)}  ({_one_line(comparison.new.path)})"]
+    for side in (comparison.base, comparison.new):
+        if not side.complete:
+            lines.append(f"warning: {_one_line(side.path)} is incomplete (the run was "
+                         "interrupted).")
+    for difference in comparison.ignored_differences:
+        lines.append(f"warning: compared anyway despite {_one_line(difference)}.")
+    return lines
+
+
+def _table_row(r: ComparisonRow) -> list[str]:
+    reason = _one_line(r.reason)
+    if len(reason) > _REASON_WIDTH:
+        reason = reason[: _REASON_WIDTH - 3] + "..."
+    status = _status_text(r)
+    note = f"{status}: {reason}" if status and reason else status
+    return [_one_line(r.name), r.kind, format_quantity(r.base_median, r.unit),
+            format_quantity(r.new_median, r.unit), format_ratio(r.ratio),
+            format_interval(r.ratio_low, r.ratio_high), format_p(r.p_value),
+            format_percent(r.min_detectable_effect), verdict_text(r), note]
+
+
+def _format_table(comparison: Comparison, only_changed: bool) -> str:
+    confidence = f"{(1 - comparison.alpha) * 100:.0f}% interval"
+    header = ["benchmark", "kind", "base", "new", "ratio", confidence, "p", "detectable",
+              "verdict", "status"]
+    rows = [_table_row(r) for r in _rows_to_show(comparison, only_changed)]
+    parts = _header_lines(comparison) + [_criteria_text(comparison), ""]
+    parts.append(_align([header] + rows) if rows else "(no benchmarks to show)")
+    if comparison.geomeans:
+        parts += ["", "Geometric mean of NEW/BASE run time (benchmarks correct in both builds):"]
+        geo = [[_geomean_label(g), format_ratio(g.ratio), format_interval(g.low, g.high),
+                f"{g.n} benchmarks"] for g in comparison.geomeans]
+        width = [max(len(row[i]) for row in geo) for i in range(4)]
+        parts += ["  " + "  ".join(c.ljust(w) for c, w in zip(row, width)).rstrip()
+                  for row in geo]
+    parts.append("")
+    parts.append("regression: yes" if comparison.has_regression else "regression: no")
+    return "\n".join(parts)
+
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|#!{}])")
+
+
+def _md(text: object) -> str:
+    """Text safe in a GitHub markdown table cell: no control characters, markdown
+    punctuation backslash-escaped, HTML metacharacters as entities."""
+    plain = _one_line(text)
+    plain = _MARKDOWN_SPECIAL.sub(r"\\\1", plain)
+    return plain.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _format_markdown(comparison: Comparison, only_changed: bool) -> str:
+    lines = [f"**BASE** {_md(comparison.base.build)} ({_md(comparison.base.path)}) "
+             f"&rarr; **NEW** {_md(comparison.new.build)} ({_md(comparison.new.path)})", ""]
+    for line in _header_lines(comparison)[2:]:
+        lines += [f"> {_md(line)}", ""]
+    lines += [_md(_criteria_text(comparison)), ""]
+    confidence = f"{(1 - comparison.alpha) * 100:.0f}% interval"
+    header = ["verdict", "benchmark", "kind", "base", "new", "ratio", confidence, "p", "q",
+              "detectable", "status"]
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("|" + "|".join(["---"] * 3 + ["---:"] * 7 + ["---"]) + "|")
+    for r in _rows_to_show(comparison, only_changed):
+        status = _status_text(r)
+        if r.reason and status:
+            status = f"{status}: {r.reason}"
+        cells = [verdict_text(r), r.name, r.kind, format_quantity(r.base_median, r.unit),
+                 format_quantity(r.new_median, r.unit), format_ratio(r.ratio),
+                 format_interval(r.ratio_low, r.ratio_high), format_p(r.p_value),
+                 format_p(r.q_value), format_percent(r.min_detectable_effect), status]
+        lines.append("| " + " | ".join(_md(c) for c in cells) + " |")
+    if comparison.geomeans:
+        lines += ["", "| geometric mean of NEW/BASE run time | ratio | interval | benchmarks |",
+                  "|---|---:|---:|---:|"]
+        for g in comparison.geomeans:
+            lines.append(f"| {_md(_geomean_label(g))} | {format_ratio(g.ratio)} | "
+                         f"{_md(format_interval(g.low, g.high))} | {g.n} |")
+    lines += ["", f"Regression: {'**yes**' if comparison.has_regression else 'no'}"]
+    return "\n".join(lines)
+
+
+def _number(x: float | int | None) -> float | int | None:
+    """JSON has no NaN or infinity: both become null."""
+    if x is None or isinstance(x, bool):
+        return x
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def _row_json(r: ComparisonRow) -> dict[str, Any]:
+    return {
+        "name": r.name, "kind": r.kind, "model": r.model, "tool": r.tool, "task": r.task,
+        "config": r.config, "verdict": r.verdict.value, "inconclusive": r.inconclusive,
+        "ratio": _number(r.ratio), "ratio_low": _number(r.ratio_low),
+        "ratio_high": _number(r.ratio_high), "p_value": _number(r.p_value),
+        "q_value": _number(r.q_value),
+        "min_detectable_effect": _number(r.min_detectable_effect),
+        "base_median": _number(r.base_median), "new_median": _number(r.new_median),
+        "unit": r.unit, "base_status": r.base_status, "new_status": r.new_status,
+        "reason": r.reason, "method": r.method, "n_base": r.n_base, "n_new": r.n_new,
+    }
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, float):
+        return _number(value)
+    if value is None or isinstance(value, (str, int, bool)):
+        return value
+    return str(value)
+
+
+def _format_json(comparison: Comparison, only_changed: bool) -> str:
+    def side(info: Any) -> dict[str, Any]:
+        return {"build": info.build, "path": info.path, "complete": info.complete,
+                "metadata": _json_safe(info.metadata)}
+
+    doc = {
+        "base": side(comparison.base),
+        "new": side(comparison.new),
+        "min_effect": comparison.min_effect,
+        "alpha": comparison.alpha,
+        "has_regression": comparison.has_regression,
+        "ignored_differences": list(comparison.ignored_differences),
+        "benchmarks": [_row_json(r) for r in _rows_to_show(comparison, only_changed)],
+        "geomeans": [{"by": g.by, "key": g.key, "ratio": _number(g.ratio),
+                      "ratio_low": _number(g.low), "ratio_high": _number(g.high), "n": g.n}
+                     for g in comparison.geomeans],
+    }
+    return json.dumps(doc, indent=2, ensure_ascii=True, allow_nan=False)
+
+
+def format_comparison(comparison: Comparison, fmt: str = "table", *,
+                      only_changed: bool = False) -> str:
+    """The comparison as text in `fmt`, one of `COMPARISON_FORMATS`:
+
+    - "table": aligned columns for a terminal, rows as `compare_builds` sorted them (slowest
+      change first), then the geometric means and whether there is a regression;
+    - "markdown": the same as GitHub-flavoured markdown tables;
+    - "json": one object with `benchmarks` (one object per row: name, kind, verdict, ratio,
+      ratio_low, ratio_high, p_value, q_value, min_detectable_effect, medians, statuses...)
+      and `geomeans`; NaN is null.
+
+    `only_changed` leaves out rows whose verdict is "same". No string from a file reaches
+    the output unescaped. Raises ValueError for an unknown format.
+    """
+    if fmt == "table":
+        return _format_table(comparison, only_changed)
+    if fmt == "markdown":
+        return _format_markdown(comparison, only_changed)
+    if fmt == "json":
+        return _format_json(comparison, only_changed)
+    raise ValueError(f"unknown comparison format {fmt!r}; expected one of {COMPARISON_FORMATS}")

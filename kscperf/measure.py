@@ -1,11 +1,12 @@
 """The clock, loop calibration and memory probes.
 
-pyperf's rules: `loops` is calibrated by doubling until one raw value (the time of `loops`
-calls) lasts at least `min_time`; then `warmups` values are taken and thrown away, then
-`values` values are kept, each the raw time divided by `loops` (seconds per call). The clock
-is a parameter (`time_loops(fn, loops) -> (seconds, device_seconds | None)`), so the
-calibration logic is tested with a fake clock and without torch; torch is imported lazily
-and only by the CUDA clock.
+pyperf's rules: `loops` is calibrated by doubling until raw values (the time of `loops`
+calls) last at least `min_time` (two in a row, so a slow first call cannot end it); then
+`warmups` values are taken and thrown away, then `values` values are kept, each the raw
+time divided by `loops` (seconds per call). The clock is a parameter
+(`time_loops(fn, loops) -> (seconds, device_seconds | None)`), so the calibration logic is
+tested with a fake clock and without torch; torch is imported lazily and only by the CUDA
+clock.
 """
 
 from __future__ import annotations
@@ -94,16 +95,26 @@ def _gc_paused() -> Any:
 
 def calibrate_loops(fn: Callable[[], Any], clock: TimeLoops, min_time: float,
                     max_loops: int = MAX_LOOPS) -> tuple[int, list[tuple[int, float]]]:
-    """Double `loops` from 1 until `loops` calls last at least `min_time` (jumping by the
-    largest power of two the last value shows to be short). Returns the loop count and the
-    calibration values as (loops, seconds per call) warmups."""
+    """Double `loops` from 1 until `loops` calls last at least `min_time` twice in a row
+    (jumping by the largest power of two the last value shows to be short). Returns the loop
+    count and the calibration values as (loops, seconds per call) warmups."""
     loops = 1
     warmups: list[tuple[int, float]] = []
+    long_before = False
     while True:
         raw, _ = clock(fn, loops)
         warmups.append((loops, raw / loops))
-        if raw >= min_time or loops >= max_loops:
+        if loops >= max_loops:
             return loops, warmups
+        if raw >= min_time:
+            # One long value may be a one-off (the first call's lazy compilation, a profiling
+            # executor optimising on its second call): like pyperf, which needs every
+            # calibration value long, require the next value at this count to be long too.
+            if long_before:
+                return loops, warmups
+            long_before = True
+            continue
+        long_before = False
         # Jump straight to about the right count, as pyperf's doubling would, in fewer steps.
         factor = 2 if raw <= 0 else max(2, 2 ** (int(min_time / raw).bit_length() - 1))
         loops = min(loops * factor, max_loops)

@@ -178,9 +178,11 @@ class ForkLauncher:
 
     name = "fork"
 
-    def __init__(self, python: str = sys.executable, log_path: str | None = None) -> None:
+    def __init__(self, python: str = sys.executable, log_path: str | None = None,
+                 preload_compilers: bool = True) -> None:
         self._python = python
         self._log_path = log_path or os.devnull
+        self._serve_args = [] if preload_compilers else ["--no-compilers"]
         self._proc: subprocess.Popen[bytes] | None = None
         self._lines: _Lines | None = None
         self._current: int | None = None
@@ -188,7 +190,8 @@ class ForkLauncher:
     def _start(self) -> None:
         with open(self._log_path, "ab") as log:
             self._proc = subprocess.Popen(
-                [self._python, "-m", "kscperf.worker", "--serve"], stdin=subprocess.PIPE,
+                [self._python, "-m", "kscperf.worker", "--serve", *self._serve_args],
+                stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, stderr=log, start_new_session=True)
         assert self._proc.stdout is not None
         self._lines = _Lines(self._proc.stdout.fileno())
@@ -268,10 +271,13 @@ class ForkLauncher:
         self._proc = None
 
 
-def make_launcher(isolation: str, log_dir: str) -> Launcher:
-    """`fork` where the platform has fork(), else (or on request) `spawn`."""
+def make_launcher(isolation: str, log_dir: str, preload_compilers: bool = True) -> Launcher:
+    """`fork` where the platform has fork(), else (or on request) `spawn`. The zygote
+    preloads torch.compile's modules only when `preload_compilers` (the plan uses a
+    compiler), since they take seconds to import."""
     if isolation == "fork" and hasattr(os, "fork") and sys.platform.startswith("linux"):
-        return ForkLauncher(log_path=os.path.join(log_dir, "zygote.log"))
+        return ForkLauncher(log_path=os.path.join(log_dir, "zygote.log"),
+                            preload_compilers=preload_compilers)
     return SpawnLauncher()
 
 
@@ -287,6 +293,7 @@ class RunOptions:
     compile_cache: str = "warm"
     jacobian_max_elements: int = 1_000_000
     max_rss_bytes: int | None = None
+    affinity: tuple[int, ...] = ()
 
 
 @dataclass
@@ -431,7 +438,7 @@ def run_cells(rounds: list[tuple[int, PlannedCell]], options: RunOptions, launch
                 loops=tuple(sorted(loops.get(cell.name, {}).items())),
                 check_only=options.check_only, tool_plugins=options.tool_plugins,
                 jacobian_max_elements=options.jacobian_max_elements,
-                compile_cache=options.compile_cache)
+                compile_cache=options.compile_cache, affinity=options.affinity)
             if cell.skip_reason:
                 result = _skipped(spec, cell.skip_reason)
             else:

@@ -249,8 +249,11 @@ def write_results(path: str, runs: list[CellResult], metadata: dict[str, Any],
     """Write the document atomically: readers see the old file or the new one, never half."""
     doc = build_document(runs, metadata, complete)
     directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".kscperf-", suffix=".json.tmp")
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".kscperf-", suffix=".json.tmp")
+    except OSError as exc:
+        raise KscperfError(f"cannot write results to {path}: {exc.strerror or exc}.") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fp:
             json.dump(doc, fp, sort_keys=True, separators=(",", ":"))
@@ -283,7 +286,12 @@ def _read_json(path: str) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise KscperfError(f"{path} is not a results file (not UTF-8 JSON).") from None
     except json.JSONDecodeError as exc:
-        hint = " (the file looks truncated)" if exc.pos >= len(raw.rstrip()) - 1 else ""
+        # A cut file fails at its end, inside an unterminated string, or is an object
+        # whose closing brace is missing.
+        stripped = raw.strip()
+        truncated = (exc.pos >= len(raw.rstrip()) - 1 or exc.msg.startswith("Unterminated")
+                     or (stripped.startswith(b"{") and not stripped.endswith(b"}")))
+        hint = " (the file looks truncated)" if truncated else ""
         raise KscperfError(
             f"{path} is not valid JSON{hint}: {exc.msg} at line {exc.lineno}.") from None
     if not isinstance(doc, dict) or "benchmarks" not in doc or "version" not in doc:

@@ -75,6 +75,7 @@ class CellSpec:
     tool_plugins: tuple[str, ...] = ()
     jacobian_max_elements: int = 1_000_000
     compile_cache: str = "warm"
+    affinity: tuple[int, ...] = ()
 
     @property
     def name(self) -> str:
@@ -84,6 +85,7 @@ class CellSpec:
         d = dataclasses.asdict(self)
         d["loops"] = [list(item) for item in self.loops]
         d["tool_plugins"] = list(self.tool_plugins)
+        d["affinity"] = list(self.affinity)
         return d
 
     @classmethod
@@ -91,6 +93,7 @@ class CellSpec:
         d = dict(d)
         d["loops"] = tuple((str(k), int(v)) for k, v in d.get("loops", ()))
         d["tool_plugins"] = tuple(d.get("tool_plugins", ()))
+        d["affinity"] = tuple(int(c) for c in d.get("affinity", ()))
         return cls(**d)
 
 

@@ -31,6 +31,7 @@ from typing import Any, Callable
 
 __all__ = [
     "BUILTIN_TOOLS",
+    "EAGER_TOOLS",
     "CUDA_SUFFIX",
     "ENTRY_POINT_GROUP",
     "Unsupported",
@@ -44,6 +45,8 @@ __all__ = [
 CUDA_SUFFIX = "_cuda"
 ENTRY_POINT_GROUP = "kscperf.tools"
 BUILTIN_TOOLS = ("pt", "ptnice", "ts", "compiled")
+# Built-ins that never need torch.compile's machinery (plug-ins might).
+EAGER_TOOLS = ("pt", "ptnice", "ts")
 
 
 class Unsupported(Exception):

@@ -268,6 +268,10 @@ def run_cell(spec: CellSpec, clock: measure.TimeLoops | None = None,
     `on_config` is handed the result so far after each config, so that a crash or a kill
     later in the cell loses nothing already measured."""
     t_start = time.perf_counter()
+    if spec.affinity:
+        # Pinned: one intra-op thread per CPU given, so threads never share a core.
+        os.sched_setaffinity(0, spec.affinity)
+        torch.set_num_threads(len(spec.affinity))
     metadata = machine_info()
     phase = _enter("import")
     try:
@@ -368,9 +372,10 @@ def _serve_child(request: dict[str, Any], protocol_fds: tuple[int, int]) -> None
     os._exit(code)
 
 
-def serve() -> int:
+def serve(preload_compilers: bool = True) -> int:
     """The fork server loop: one JSON request per stdin line ({"spec", "result", "log"});
-    answers {"pid"} when the child starts and {"pid", "status", "maxrss_kb"} when it ends."""
+    answers {"pid"} when the child starts and {"pid", "status", "maxrss_kb"} when it ends.
+    `preload_compilers` imports torch.compile's machinery too, for plans that use it."""
     proto_in = os.dup(0)
     proto_out = os.dup(1)
     # Anything a library prints must not land in the protocol stream.
@@ -380,7 +385,7 @@ def serve() -> int:
     def reply(obj: dict[str, Any]) -> None:
         os.write(proto_out, (json.dumps(obj) + "\n").encode())
 
-    _preload(_PRELOAD_ALWAYS + _PRELOAD_FOR_COMPILERS)
+    _preload(_PRELOAD_ALWAYS + (_PRELOAD_FOR_COMPILERS if preload_compilers else ()))
     # Children inherit these objects; frozen, their collections skip them and their pages
     # stay shared instead of being copied when the collector touches them.
     gc.collect()
@@ -398,9 +403,10 @@ def serve() -> int:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--serve"]:
-        sys.exit(serve())
+    if sys.argv[1:2] == ["--serve"] and len(sys.argv) <= 3:
+        sys.exit(serve(preload_compilers=sys.argv[2:] != ["--no-compilers"]))
     if len(sys.argv) != 3:
-        sys.stderr.write("usage: python -m kscperf.worker SPEC.json RESULT.json | --serve\n")
+        sys.stderr.write("usage: python -m kscperf.worker SPEC.json RESULT.json | "
+                         "--serve [--no-compilers]\n")
         sys.exit(2)
     sys.exit(main(sys.argv[1], sys.argv[2]))

@@ -1,0 +1,612 @@
+"""The HTML report: a view-model built from loaded results (and their comparison), rendered
+with the Jinja2 templates in `templates/` into one self-contained HTML document.
+
+Owns the shape of the report and the choice of what is shown where. Every statistic comes
+from `stats`/`compare`, every number is turned into text by `formatting`, every figure is
+drawn by `plots`; the templates only place strings. Jinja2 runs with autoescaping, so every
+name from a definition or a results file is escaped; the only markup inserted as is, the
+SVG figures, passes `plots.check_svg` first, and matplotlib escapes the text inside them.
+
+The page needs nothing but itself: CSS and SVG are inline, there is no script, and it names
+no external resource, so it opens from disk with no network.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from kscperf import formatting, plots, stats
+from kscperf.compare import (
+    REFERENCE_TOOL,
+    BuildRow,
+    CellView,
+    Comparison,
+    ComparisonRow,
+    Verdict,
+    check_comparable,
+    compare_builds,
+    parse_benchmark_name,
+    summarize_build,
+)
+from kscperf.errors import KscperfError
+from kscperf.results import LoadedResults, benchmark_name
+
+__all__ = [
+    "TEMPLATE_NAME",
+    "templates_dir",
+    "ReportView",
+    "build_report_view",
+    "render_report",
+    "write_report",
+]
+
+TEMPLATE_NAME = "report.html.j2"
+
+# Environment keys shown first, in this order; any others follow alphabetically.
+_ENV_KEYS = (
+    "build", "date", "git_commit", "git_dirty", "hostname", "cpu_model_name", "cpu_count",
+    "gpu_name", "platform", "python_version", "torch_version", "cuda_version", "profile",
+    "processes", "values", "warmups", "min_time", "seed", "torch_num_threads",
+)
+
+# CSS class per verdict; the stylesheet in the template colours them.
+_VERDICT_CLASS = {
+    Verdict.FAILING_NOW: "bad", Verdict.INCORRECT_NOW: "bad", Verdict.SLOWER: "bad",
+    Verdict.MISSING: "warn", Verdict.SAME: "neutral", Verdict.NEW: "neutral",
+    Verdict.FIXED: "good", Verdict.FASTER: "good",
+}
+_VERDICT_TONE = {"bad": "worse", "good": "better"}
+
+# Badge text and CSS class per cell status.
+_BADGES = {
+    "ok": ("pass", "good"),
+    "incorrect": ("INCORRECT", "bad"),
+    "failed": ("FAILED", "bad"),
+    "timeout": ("TIMEOUT", "bad"),
+    "crashed": ("CRASHED", "bad"),
+    "oom": ("OOM", "bad"),
+    "skipped": ("skipped", "muted"),
+    "unsupported": ("unsupported", "muted"),
+}
+
+
+@dataclass(frozen=True)
+class EnvRow:
+    key: str
+    values: list[str]
+    differs: bool
+
+
+@dataclass(frozen=True)
+class BuildHeader:
+    name: str
+    path: str
+    notes: list[str]
+
+
+@dataclass(frozen=True)
+class Figure:
+    title: str
+    svg: Any  # markupsafe.Markup of a checked SVG element
+
+
+@dataclass(frozen=True)
+class CellRow:
+    """One tool's line in a model table; the first line of a task/config group carries the
+    rowspan of the group."""
+
+    task: str
+    config: str
+    group_size: int
+    first_of_group: bool
+    tool: str
+    time: str
+    spread: str
+    speedup: str
+    badge: str
+    badge_class: str
+    badge_detail: str
+    badge_note: str
+    compile: str
+    prep: str
+    peak_rss: str
+    peak_cuda: str
+    row_class: str
+
+
+@dataclass(frozen=True)
+class ModelSection:
+    anchor: str
+    name: str
+    rows: list[CellRow]
+    figures: list[Figure]
+
+
+@dataclass(frozen=True)
+class PlainRow:
+    name: str
+    median: str
+    spread: str
+    n_values: str
+
+
+@dataclass(frozen=True)
+class CompareRow:
+    verdict: str
+    verdict_class: str
+    name: str
+    kind: str
+    base: str
+    new: str
+    ratio: str
+    interval: str
+    p_value: str
+    q_value: str
+    detectable: str
+    status: str
+
+
+@dataclass(frozen=True)
+class GeoRow:
+    label: str
+    ratio: str
+    interval: str
+    n: str
+
+
+@dataclass(frozen=True)
+class ComparisonSection:
+    base: str
+    new: str
+    criteria: str
+    regression: bool
+    counts: list[tuple[str, str, str]]  # (verdict, css class, count)
+    warnings: list[str]
+    rows: list[CompareRow]
+    geomeans: list[GeoRow]
+    figures: list[Figure]
+
+
+@dataclass(frozen=True)
+class HistorySection:
+    builds: list[str]
+    base: str
+    new: str
+    figures: list[Figure]
+
+
+@dataclass(frozen=True)
+class ReportView:
+    """Everything the template shows, as strings, flags and checked SVG."""
+
+    title: str
+    shown_build: str
+    builds: list[BuildHeader]
+    environment: list[EnvRow]
+    models: list[ModelSection]
+    plain_rows: list[PlainRow]
+    comparison: ComparisonSection | None
+    history: HistorySection | None
+    notes: list[str] = field(default_factory=list)
+
+
+def templates_dir() -> Path:
+    """The directory holding the report templates: the repository's `templates/` in a
+    source checkout or editable install, else `kscperf/templates/` where a wheel puts it.
+    Raises KscperfError when neither has the report template."""
+    here = Path(__file__).resolve().parent
+    candidates = (here.parent / "templates", here / "templates")
+    for candidate in candidates:
+        if (candidate / TEMPLATE_NAME).is_file():
+            return candidate
+    raise KscperfError(
+        f"kscperf's report template {TEMPLATE_NAME} is missing (looked in "
+        f"{', '.join(str(c) for c in candidates)}); reinstall kscperf.")
+
+
+def _safe_svg(svg: str) -> Any:
+    from markupsafe import Markup
+
+    return Markup(plots.check_svg(svg))
+
+
+# ------------------------------------------------------------------------------ tables
+
+def _env_value(value: Any) -> str:
+    if value is None:
+        return ""
+    return formatting.safe_text(value)
+
+
+def _environment(results: Sequence[LoadedResults]) -> list[EnvRow]:
+    keys = [k for k in _ENV_KEYS if any(k in r.metadata for r in results)]
+    extra = sorted({str(k) for r in results for k in r.metadata} - set(keys))
+    rows = []
+    for key in keys + extra:
+        values = [_env_value(r.metadata.get(key)) for r in results]
+        rows.append(EnvRow(formatting.safe_text(key), values, len(set(values)) > 1))
+    return rows
+
+
+def _build_headers(results: Sequence[LoadedResults]) -> list[BuildHeader]:
+    headers = []
+    for r in results:
+        notes = []
+        if not r.complete:
+            notes.append("incomplete: the run was interrupted; missing cells are not failures")
+        if not r.has_kscperf:
+            notes.append("plain pyperf file: run times only, no correctness or memory")
+        headers.append(BuildHeader(formatting.safe_text(r.build), formatting.safe_text(r.path),
+                                   notes))
+    return headers
+
+
+def _check_detail(view: CellView) -> str:
+    if view.status in ("ok", "incorrect") and isinstance(view.check, dict):
+        c = view.check
+        try:
+            return (f"{c.get('what', 'output')}: max abs err {float(c['max_abs_err']):.3g}, "
+                    f"max rel err {float(c['max_rel_err']):.3g} "
+                    f"(rtol {float(c['rtol']):.3g}, atol {float(c['atol']):.3g})"
+                    + (f"; {c['detail']}" if c.get("detail") else ""))
+        except (KeyError, TypeError, ValueError):
+            return formatting.safe_text(c)
+    return formatting.safe_text(view.reason or "")
+
+
+def _cell_row(row: BuildRow, tool: str, view: CellView, first: bool, size: int) -> CellRow:
+    badge, badge_class = _BADGES.get(view.status, (view.status.upper(), "bad"))
+    timed = view.status in ("ok", "incorrect") and view.n_values > 0
+    time_text = formatting.format_seconds(view.median_s) if timed else "—"
+    spread_text = f"± {formatting.format_seconds(view.spread_s)}" if timed else ""
+    # `summarize_build` leaves the speedup NaN for anything not ok, so an incorrect or
+    # failed cell can never show as fast.
+    speedup_text = (f"{view.speedup:.2f}x" if math.isfinite(view.speedup) else "—")
+    rss = view.peak_rss_bytes
+    cuda = view.peak_cuda_bytes
+    detail = _check_detail(view)
+    return CellRow(
+        task=formatting.safe_text(row.task), config=formatting.safe_text(row.config),
+        group_size=size, first_of_group=first, tool=formatting.safe_text(tool),
+        time=time_text, spread=spread_text, speedup=speedup_text, badge=badge,
+        badge_class=badge_class, badge_detail=detail,
+        badge_note=detail if view.status != "ok" else "",
+        compile=formatting.format_seconds(view.compile_s),
+        prep=formatting.format_seconds(view.prep_s),
+        peak_rss=formatting.format_bytes(rss) if rss else "—",
+        peak_cuda=formatting.format_bytes(cuda) if cuda else "—",
+        row_class=badge_class if badge_class != "good" else "")
+
+
+def _model_rows(tools: list[str], rows: list[BuildRow]) -> list[CellRow]:
+    out = []
+    for row in rows:
+        present = [t for t in tools if t in row.cells]
+        for i, tool in enumerate(present):
+            out.append(_cell_row(row, tool, row.cells[tool], i == 0, len(present)))
+    return out
+
+
+# ------------------------------------------------------------------------------ figures
+
+def _time_figure(model: str, tools: list[str], rows: list[BuildRow], key: str) -> Figure:
+    tasks: list[str] = []
+    for r in rows:
+        if r.task not in tasks:
+            tasks.append(r.task)
+    panels = []
+    for task in tasks:
+        task_rows = [r for r in rows if r.task == task and r.config != "*"]
+        configs = [r.config for r in task_rows]
+        numels = [next((v.numel for v in r.cells.values() if v.numel), None) for r in task_rows]
+        # Log-log against size only when every config has one; otherwise configs are
+        # shown in their definition order on a linear axis.
+        by_size = bool(numels) and all(n is not None for n in numels)
+        xs = [float(n) for n in numels] if by_size else [float(i) for i in range(len(configs))]
+        series = []
+        for t_index, tool in enumerate(tools):
+            y, low, high = [], [], []
+            for r in task_rows:
+                view = r.cells.get(tool)
+                if view is None or view.status != "ok" or not view.n_values:
+                    y.append(math.nan)
+                    low.append(math.nan)
+                    high.append(math.nan)
+                else:
+                    y.append(view.median_s)
+                    low.append(max(view.median_s - view.spread_s, view.median_s * 0.01))
+                    high.append(view.median_s + view.spread_s)
+            series.append(plots.Series(tool, xs, y, low, high, colour_index=t_index))
+        panels.append(plots.Panel(task, series, x_label="elements" if by_size else "config",
+                                  y_label="seconds per call", x_log=by_size,
+                                  x_tick_labels=() if by_size else configs))
+    title = f"{model}: time against config size (median, band: ± MAD; correct cells only)"
+    return Figure(f"{model}: time against config size",
+                  _safe_svg(plots.plot_time_vs_size(title, panels, key=key)))
+
+
+def _speedup_figure(model: str, tools: list[str], rows: list[BuildRow], key: str
+                    ) -> Figure | None:
+    if REFERENCE_TOOL not in tools:
+        return None
+    others = [t for t in tools if t != REFERENCE_TOOL]
+    if not others:
+        return None
+    tasks: list[str] = []
+    for r in rows:
+        if r.task not in tasks:
+            tasks.append(r.task)
+    bars = []
+    for task in tasks:
+        for tool in others:
+            speedups = [r.cells[tool].speedup for r in rows
+                        if r.task == task and tool in r.cells]
+            bars.append(plots.Bar(task, tool, stats.geometric_mean(speedups)))
+    title = f"{model}: speedup over {REFERENCE_TOOL} (geometric mean over correct configs)"
+    return Figure(f"{model}: speedup over {REFERENCE_TOOL}",
+                  _safe_svg(plots.plot_speedups(title, bars, key=key,
+                                                y_label=f"speedup over {REFERENCE_TOOL}")))
+
+
+def _models(results: LoadedResults, figure_prefix: str) -> list[ModelSection]:
+    tools, rows = summarize_build(results)
+    models: list[str] = []
+    for r in rows:
+        if r.model not in models:
+            models.append(r.model)
+    sections = []
+    for i, model in enumerate(models):
+        model_rows = [r for r in rows if r.model == model]
+        figures = [_time_figure(model, tools, model_rows, f"{figure_prefix}{i}-time")]
+        speed = _speedup_figure(model, tools, model_rows, f"{figure_prefix}{i}-speedup")
+        if speed is not None:
+            figures.append(speed)
+        sections.append(ModelSection(f"model-{i}", formatting.safe_text(model),
+                                     _model_rows(tools, model_rows), figures))
+    return sections
+
+
+def _plain_rows(results: LoadedResults) -> list[PlainRow]:
+    out = []
+    for name, values in results.benchmarks.items():
+        out.append(PlainRow(formatting.safe_text(name),
+                            formatting.format_seconds(stats.median(values)),
+                            f"± {formatting.format_seconds(stats.median_abs_dev(values))}",
+                            str(len(values))))
+    return out
+
+
+# ------------------------------------------------------------------------------ comparison
+
+def _compare_row(r: ComparisonRow) -> CompareRow:
+    status = ""
+    if not (r.base_status == r.new_status == "ok"):
+        base, new = r.base_status or "absent", r.new_status or "absent"
+        status = base if base == new else f"{base} → {new}"
+        if r.reason:
+            status += f": {r.reason}"
+    return CompareRow(
+        verdict=formatting.verdict_text(r), verdict_class=_VERDICT_CLASS[r.verdict],
+        name=formatting.safe_text(r.name), kind=r.kind,
+        base=formatting.format_quantity(r.base_median, r.unit),
+        new=formatting.format_quantity(r.new_median, r.unit),
+        ratio=formatting.format_ratio(r.ratio),
+        interval=formatting.format_interval(r.ratio_low, r.ratio_high),
+        p_value=formatting.format_p(r.p_value), q_value=formatting.format_p(r.q_value),
+        detectable=formatting.format_percent(r.min_detectable_effect),
+        status=formatting.safe_text(status))
+
+
+def _ratio_figures(comparison: Comparison) -> list[Figure]:
+    models: dict[str, list[ComparisonRow]] = {}
+    for r in comparison.rows:
+        if r.kind == "time" and r.verdict not in (Verdict.NEW, Verdict.MISSING):
+            models.setdefault(r.model, []).append(r)
+    figures = []
+    for i, (model, rows) in enumerate(sorted(models.items())):
+        rows = sorted(rows, key=lambda r: (r.tool, r.task, r.config))
+        points = [plots.RatioPoint(
+            f"{r.tool}/{r.task}/{r.config}" if r.model else r.name, r.ratio, r.ratio_low,
+            r.ratio_high, _VERDICT_TONE.get(_VERDICT_CLASS[r.verdict], "same")) for r in rows]
+        label = model or "benchmarks"
+        title = f"{label}: run time NEW/BASE with {(1 - comparison.alpha) * 100:.0f}% intervals"
+        figures.append(Figure(f"{label}: NEW/BASE", _safe_svg(plots.plot_ratios(
+            title, points, min_effect=comparison.min_effect, key=f"ratio{i}"))))
+    return figures
+
+
+def _comparison_section(comparison: Comparison) -> ComparisonSection:
+    counts: dict[Verdict, int] = {}
+    for r in comparison.rows:
+        counts[r.verdict] = counts.get(r.verdict, 0) + 1
+    warnings = [f"compared despite {formatting.safe_text(d)}"
+                for d in comparison.ignored_differences]
+    for side in (comparison.base, comparison.new):
+        if not side.complete:
+            warnings.append(f"{formatting.safe_text(side.path)} is incomplete")
+    geomeans = [GeoRow("all" if g.by == "all" else f"{g.by} {formatting.safe_text(g.key)}",
+                       formatting.format_ratio(g.ratio), formatting.format_interval(g.low, g.high),
+                       str(g.n)) for g in comparison.geomeans]
+    confidence = f"{(1 - comparison.alpha) * 100:.0f}%"
+    criteria = (f"A change needs NEW/BASE beyond {formatting.format_percent(comparison.min_effect)}"
+                f" and q < {comparison.alpha:g} (Benjamini-Hochberg over the benchmarks of each "
+                f"kind). Intervals are {confidence}. Detectable: the smallest change the "
+                "spread lets the test find with 80% power. A trailing ~ marks a change beyond "
+                "the minimum effect that is not significant. For memory, slower and faster "
+                "mean more and less memory.")
+    return ComparisonSection(
+        base=formatting.safe_text(comparison.base.build),
+        new=formatting.safe_text(comparison.new.build), criteria=criteria,
+        regression=comparison.has_regression,
+        counts=[(v.value, _VERDICT_CLASS[v], str(counts[v])) for v in Verdict if v in counts],
+        warnings=warnings, rows=[_compare_row(r) for r in comparison.rows],
+        geomeans=geomeans, figures=_ratio_figures(comparison))
+
+
+# ------------------------------------------------------------------------------ history
+
+def _time_benchmarks(results: LoadedResults) -> list[tuple[str, str, str, str, str, str]]:
+    """(name, model, tool, task, config, status) of each run-time benchmark of a build:
+    from the cell summaries of a kscperf file (names are not split, since a model name may
+    hold "/"), from the benchmark names of a plain pyperf file."""
+    out = []
+    if results.has_kscperf:
+        for c in results.cells:
+            if c["config"] is None:
+                continue
+            model, tool, task, config = c["model"], c["tool"], c["task"], str(c["config"])
+            out.append((benchmark_name(model, tool, task, config), model, tool, task, config,
+                        c["status"]))
+        return out
+    for name in results.benchmarks:
+        kind, model, tool, task, config = parse_benchmark_name(name)
+        if kind == "time":
+            out.append((name, model, tool, task, config, "ok"))
+    return out
+
+
+def _history_section(results: Sequence[LoadedResults], comparison: Comparison
+                     ) -> HistorySection:
+    per_build = [{b[0]: b for b in _time_benchmarks(r)} for r in results]
+    keys: dict[str, tuple[str, str, str, str]] = {}
+    for benchmarks in per_build:
+        for name, model, tool, task, config, _ in benchmarks.values():
+            keys.setdefault(name, (model, tool, task, config))
+    regressions = {r.name for r in comparison.regressions if r.kind == "time"}
+    groups: dict[tuple[str, str], list[str]] = {}
+    tools: list[str] = []
+    for name, (model, tool, task, _) in keys.items():
+        groups.setdefault((model, task), []).append(name)
+        if tool not in tools:
+            tools.append(tool)
+    figures = []
+    builds = [r.build for r in results]
+    for i, ((model, task), members) in enumerate(groups.items()):
+        series = []
+        for name in members:
+            _, tool, _, config = keys[name]
+            medians = []
+            for r, benchmarks in zip(results, per_build):
+                entry = benchmarks.get(name)
+                values = r.benchmarks.get(name, [])
+                # Only correct timings are drawn; anything else leaves a gap.
+                ok = entry is not None and entry[5] == "ok"
+                medians.append(stats.median(values) if values and ok else math.nan)
+            first = next((m for m in medians if math.isfinite(m)), math.nan)
+            relative = [m / first if math.isfinite(m) and first > 0 else math.nan
+                        for m in medians]
+            highlighted = name in regressions
+            if not model:
+                label = name
+            else:
+                label = f"{tool}/{config}" if highlighted else tool
+            series.append(plots.Series(label, list(range(len(results))), relative,
+                                       highlight=highlighted, colour_index=tools.index(tool)))
+        group_label = f"{model} / {task}" if model else "benchmarks"
+        title = f"{group_label}: median time relative to its first build"
+        figures.append(Figure(group_label, _safe_svg(plots.plot_history(
+            title, builds, series, key=f"history{i}", y_label="time / first build"))))
+    return HistorySection([formatting.safe_text(b) for b in builds],
+                          formatting.safe_text(comparison.base.build),
+                          formatting.safe_text(comparison.new.build), figures)
+
+
+# ------------------------------------------------------------------------------ entry points
+
+def build_report_view(results: Sequence[LoadedResults], comparison: Comparison | None = None,
+                      *, force: bool = False,
+                      min_effect: float = stats.DEFAULT_MIN_EFFECT,
+                      title: str | None = None) -> ReportView:
+    """The report's view-model. With two or more builds and no `comparison`, the last two
+    are compared (`compare_builds(results[-2], results[-1], ...)`); with three or more,
+    history lines cover all builds in the order given. Raises KscperfError for no builds,
+    or for builds that may not be compared (different machines, torch versions or profiles)
+    unless `force`."""
+    if not results:
+        raise KscperfError("a report needs at least one results file.")
+    notes: list[str] = []
+    if len(results) >= 2:
+        last = results[-1]
+        for earlier in results[:-1]:
+            differences = check_comparable(earlier, last)
+            if differences and not force:
+                raise KscperfError(
+                    f"refusing to report {earlier.path} with {last.path}: "
+                    f"{'; '.join(differences)}; pass --force to report them together anyway.")
+            notes += [f"{formatting.safe_text(earlier.path)} differs from "
+                      f"{formatting.safe_text(last.path)}: {formatting.safe_text(d)}"
+                      for d in differences]
+        if comparison is None:
+            comparison = compare_builds(results[-2], last, min_effect=min_effect, force=force)
+    shown = results[-1]
+    models = _models(shown, "m") if shown.has_kscperf else []
+    plain_rows = [] if shown.has_kscperf else _plain_rows(shown)
+    history = (_history_section(results, comparison)
+               if comparison is not None and len(results) >= 3 else None)
+    return ReportView(
+        title=formatting.safe_text(title or f"kscperf report: {shown.build}"),
+        shown_build=formatting.safe_text(shown.build),
+        builds=_build_headers(results), environment=_environment(results),
+        models=models, plain_rows=plain_rows,
+        comparison=_comparison_section(comparison) if comparison is not None else None,
+        history=history, notes=notes)
+
+
+def _environment_jinja() -> Any:
+    import jinja2
+
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def render_report(results: Sequence[LoadedResults], comparison: Comparison | None = None,
+                  *, force: bool = False, min_effect: float = stats.DEFAULT_MIN_EFFECT,
+                  title: str | None = None) -> str:
+    """One self-contained HTML document for `results` (see `build_report_view` for what is
+    compared): environment of each build, per-model tables and figures of the last build,
+    the comparison of the last two builds and the history of all of them. Deterministic:
+    the same inputs give the same bytes."""
+    view = build_report_view(results, comparison, force=force, min_effect=min_effect,
+                             title=title)
+    template = _environment_jinja().get_template(TEMPLATE_NAME)
+    return template.render(view=view)
+
+
+def write_report(path: str, html: str) -> None:
+    """Write `html` to `path` atomically: a reader sees the old file or the new one, never
+    half of one. Raises KscperfError when it cannot be written."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise KscperfError(f"{path} is a directory; -o needs a file name.")
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".kscperf-report-", suffix=".tmp")
+    except OSError as exc:
+        raise KscperfError(f"cannot write the report to {path}: {exc.strerror or exc}.") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fp:
+            fp.write(html)
+            fp.flush()
+            os.fsync(fp.fileno())
+        # mkstemp creates the file readable by its owner only; a report is for sharing, so
+        # it gets the permissions any new file would get under the current umask.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise KscperfError(f"cannot write the report to {path}: {exc.strerror or exc}.") from None
