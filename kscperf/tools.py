@@ -61,6 +61,7 @@ class ToolImpl:
     source: str
     lazy: bool
     compile: Callable[[Callable[..., Any], tuple[Any, ...], str], Callable[..., Any]]
+    compiles: bool = True  # False for tools that run the function as it is (no compile time)
 
 
 def split_device(tool: str) -> tuple[str, str]:
@@ -121,8 +122,8 @@ def _torch_compile(fn: Callable[..., Any], example_inputs: tuple[Any, ...],
 
 
 _BUILTINS: dict[str, ToolImpl] = {
-    "pt": ToolImpl("pt", "pytorch", False, _identity_compile),
-    "ptnice": ToolImpl("ptnice", "nice", False, _identity_compile),
+    "pt": ToolImpl("pt", "pytorch", False, _identity_compile, compiles=False),
+    "ptnice": ToolImpl("ptnice", "nice", False, _identity_compile, compiles=False),
     "ts": ToolImpl("ts", "source", False, _script_compile),
     "compiled": ToolImpl("compiled", "source", True, _torch_compile),
 }

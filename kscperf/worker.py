@@ -34,7 +34,7 @@ from kscperf.spec import CellResult, CellSpec, ConfigResult, partial_result_path
     phase_path
 from kscperf.tools import Unsupported, load_tool
 
-__all__ = ["run_cell", "main", "serve"]
+__all__ = ["run_cell", "load_configs", "main", "serve"]
 
 _STEADY_CALLS = 3
 
@@ -131,7 +131,9 @@ def _teardown(device: str) -> None:
         torch.cuda.empty_cache()
 
 
-def _load_configs(model: ResolvedModel, seed: int) -> list[tuple[str, tuple[Any, ...]]]:
+def load_configs(model: ResolvedModel, seed: int) -> list[tuple[str, tuple[Any, ...]]]:
+    """(name, args) of every config of `model`, generated under `seed` exactly as every
+    worker generates them; DefinitionError names the module when the configs are bad."""
     _seed_everything(seed)
     where = f"{model.name}_bench_configs() in {model.module_path}"
     try:
@@ -298,12 +300,14 @@ def run_cell(spec: CellSpec, clock: measure.TimeLoops | None = None,
         # torch's millions of objects, ~0.3 s).
         gc.freeze()
         phase = _enter("configs")
-        configs = _load_configs(model, spec.seed)
+        configs = load_configs(model, spec.seed)
         phase = _enter("compile")
         example = tasks.to_device_args(configs[0][1], device)
         diff0 = tasks.differentiable_indices(example, model.diff_args)
         compiled, compile_s = _compile(spec, tool, fn, example, device, diff0,
                                        f"{spec.tool} build of {who}")
+        if not tool.compiles:
+            compile_s = None
         del example
         clock = clock or (measure.cuda_clock() if device == "cuda" else measure.cpu_clock())
         loops = dict(spec.loops)
