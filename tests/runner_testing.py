@@ -1,0 +1,65 @@
+"""Shared helpers of the runner's tests: where the fixtures are, and running the real
+`run-benchmarks` command in a subprocess and reading what it wrote.
+
+Not a test module (pytest collects test_*.py only); imported by the test_*.py next to it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+DEFS = FIXTURES / "defs"
+BENCH_DEFS = ROOT / "bench_defs"
+
+# Keeps a real run short: one process, one value, no warmup, tiny loops.
+QUICK = ["--fast", "--values", "1", "--warmups", "0", "--min-time", "0.001"]
+
+
+def run_benchmarks_command() -> list[str]:
+    """The installed `run-benchmarks` script of this interpreter's environment."""
+    script = Path(sys.executable).with_name("run-benchmarks")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "kscperf"]
+
+
+def cli(*args: str | os.PathLike[str], cwd: str | os.PathLike[str] | None = None,
+        pythonpath: list[str | os.PathLike[str]] | None = None,
+        env: dict[str, str] | None = None,
+        timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """Run `run-benchmarks ARGS` as users do, in its own process, and capture its output."""
+    full_env = dict(os.environ)
+    if pythonpath:
+        parts = [str(p) for p in pythonpath]
+        if full_env.get("PYTHONPATH"):
+            parts.append(full_env["PYTHONPATH"])
+        full_env["PYTHONPATH"] = os.pathsep.join(parts)
+    full_env.update(env or {})
+    return subprocess.run(run_benchmarks_command() + [str(a) for a in args], cwd=cwd,
+                          env=full_env, capture_output=True, text=True, timeout=timeout)
+
+
+def load_doc(path: str | os.PathLike[str]) -> dict[str, Any]:
+    with open(path, encoding="utf-8") as fp:
+        return json.load(fp)
+
+
+def cells_of(doc: dict[str, Any]) -> dict[tuple[str, str, str, str | None], dict[str, Any]]:
+    """The `kscperf.cells` entries keyed by (model, tool, task, config)."""
+    return {(c["model"], c["tool"], c["task"], c["config"]): c for c in doc["kscperf"]["cells"]}
+
+
+def statuses(doc: dict[str, Any], model: str, tool: str, task: str) -> set[str]:
+    """The statuses of every config of one cell."""
+    return {c["status"] for (m, t, k, _), c in cells_of(doc).items()
+            if (m, t, k) == (model, tool, task)}
+
+
+def explain(proc: subprocess.CompletedProcess[str]) -> str:
+    """What to print when a command did not do what a test expected."""
+    return f"exit {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
