@@ -87,6 +87,7 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tasks", help="comma list of tasks: inference,fwd,bwd,jacobian")
     p.add_argument("--tool-plugin", action="append", default=[], metavar="[NAME=]MODULE:OBJ",
                    help="register a third-party compiler tool (repeatable)")
+    p.add_argument("--shard", metavar="I/N", help="only shard I of N of the cells (1-based)")
 
 
 def _add_execution(p: argparse.ArgumentParser) -> None:
@@ -99,7 +100,6 @@ def _add_execution(p: argparse.ArgumentParser) -> None:
                    help="skip jacobian configs with more entries (default 1000000)")
     p.add_argument("--max-rss", type=_positive_int, metavar="BYTES",
                    help="cap a worker's memory; over it the cell is oom")
-    p.add_argument("--shard", metavar="I/N", help="run only shard I of N (1-based)")
     p.add_argument("--affinity", type=_cpu_list, default=(), metavar="CPUS",
                    help="pin workers to these CPUs (e.g. 1 or 0-3,6), one torch thread each")
 
@@ -313,11 +313,10 @@ def _execute(args: argparse.Namespace, check_only: bool) -> int:
                                   complete=False)
             last_write[0] = time.monotonic()
 
-    log_dir = os.path.dirname(os.path.abspath(output)) if output else os.getcwd()
     from kscperf.tools import EAGER_TOOLS, split_device
 
     uses_compiler = any(split_device(c.tool)[0] not in EAGER_TOOLS for c in cells)
-    launcher = orchestrator.make_launcher(args.isolation, log_dir, uses_compiler)
+    launcher = orchestrator.make_launcher(args.isolation, uses_compiler)
     _install_sigterm()
     t0 = time.perf_counter()
     try:

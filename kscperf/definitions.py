@@ -29,6 +29,7 @@ import importlib.util
 import os
 import sys
 import types
+import zlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -98,7 +99,20 @@ def find_definition_files(paths: list[str]) -> list[str]:
 
 def _top_level_names(tree: ast.Module) -> dict[str, ast.AST]:
     names: dict[str, ast.AST] = {}
-    for node in tree.body:
+    _collect_names(tree.body, names)
+    return names
+
+
+def _collect_names(body: list[ast.stmt], names: dict[str, ast.AST]) -> None:
+    # Module-level `if`/`try`/`with` blocks (e.g. `try: import knossos`) define names too.
+    for node in body:
+        if isinstance(node, ast.If):
+            _collect_names(node.body + node.orelse, names)
+        elif isinstance(node, ast.Try):
+            _collect_names(node.body + node.orelse + node.finalbody
+                           + [s for h in node.handlers for s in h.body], names)
+        elif isinstance(node, ast.With):
+            _collect_names(node.body, names)
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names[node.name] = node
         elif isinstance(node, ast.Assign):
@@ -110,7 +124,6 @@ def _top_level_names(tree: ast.Module) -> dict[str, ast.AST]:
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             for alias in node.names:
                 names[(alias.asname or alias.name).split(".")[0]] = node
-    return names
 
 
 def _literal_number(node: ast.AST | None) -> float | None:
@@ -175,7 +188,9 @@ def scan_models(files: list[str]) -> tuple[list[ModelDef], list[DefinitionProble
 def import_definition_module(path: str) -> types.ModuleType:
     """Import a definition file by path, with its folder on sys.path so that it can import
     its neighbours. Raises DefinitionError with the module's name and the cause."""
-    name = "kscperf_defs_" + os.path.splitext(os.path.basename(path))[0]
+    # Two definition files may share a file name in different folders.
+    name = (f"kscperf_defs_{os.path.splitext(os.path.basename(path))[0]}_"
+            f"{zlib.crc32(os.path.abspath(path).encode()):08x}")
     folder = os.path.dirname(os.path.abspath(path))
     if folder not in sys.path:
         sys.path.insert(0, folder)

@@ -181,11 +181,14 @@ class ForkLauncher:
     def __init__(self, python: str = sys.executable, log_path: str | None = None,
                  preload_compilers: bool = True) -> None:
         self._python = python
-        self._log_path = log_path or os.devnull
+        # The zygote's own stderr: kept only when it fails to start, to be read.
+        self._log_path = log_path or os.path.join(tempfile.gettempdir(),
+                                                  f"kscperf-zygote-{os.getpid()}.log")
         self._serve_args = [] if preload_compilers else ["--no-compilers"]
         self._proc: subprocess.Popen[bytes] | None = None
         self._lines: _Lines | None = None
         self._current: int | None = None
+        self._fallback: SpawnLauncher | None = None
 
     def _start(self) -> None:
         with open(self._log_path, "ab") as log:
@@ -197,8 +200,10 @@ class ForkLauncher:
         self._lines = _Lines(self._proc.stdout.fileno())
         line = self._lines.read(time.perf_counter() + _ZYGOTE_START_TIMEOUT_S)
         if not line or not json.loads(line).get("ready"):
+            with open(self._log_path, "rb") as fp:
+                tail = fp.read()[-2000:].decode("utf-8", "replace")
             self.close()
-            raise RuntimeError(f"the fork server did not start; see {self._log_path}")
+            raise RuntimeError(f"the fork server did not start: {tail}")
 
     def start(self) -> None:
         """Start the zygote now (it is otherwise started by the first launch)."""
@@ -207,7 +212,18 @@ class ForkLauncher:
 
     def launch(self, spec_path: str, result_path: str, log_path: str,
                timeout_s: float | None, max_rss_bytes: int | None = None) -> LaunchOutcome:
-        self.start()
+        if self._fallback is None:
+            try:
+                self.start()
+            except (RuntimeError, OSError, ValueError) as exc:
+                # A zygote that cannot start (a broken torch import, say) must not stop the
+                # run: every worker is spawned instead, and fails or not on its own.
+                with open(log_path, "ab") as log:
+                    log.write(f"kscperf: fork server unavailable, spawning: {exc}\n".encode())
+                self._fallback = SpawnLauncher(self._python)
+        if self._fallback is not None:
+            return self._fallback.launch(spec_path, result_path, log_path, timeout_s,
+                                         max_rss_bytes)
         assert self._proc is not None and self._proc.stdin is not None and self._lines
         t0 = time.perf_counter()
         request = {"spec": spec_path, "result": result_path, "log": log_path}
@@ -268,16 +284,19 @@ class ForkLauncher:
                 self._proc.wait()
             if self._proc.stdout:
                 self._proc.stdout.close()
+            try:
+                os.unlink(self._log_path)
+            except OSError:
+                pass
         self._proc = None
 
 
-def make_launcher(isolation: str, log_dir: str, preload_compilers: bool = True) -> Launcher:
+def make_launcher(isolation: str, preload_compilers: bool = True) -> Launcher:
     """`fork` where the platform has fork(), else (or on request) `spawn`. The zygote
     preloads torch.compile's modules only when `preload_compilers` (the plan uses a
     compiler), since they take seconds to import."""
     if isolation == "fork" and hasattr(os, "fork") and sys.platform.startswith("linux"):
-        return ForkLauncher(log_path=os.path.join(log_dir, "zygote.log"),
-                            preload_compilers=preload_compilers)
+        return ForkLauncher(preload_compilers=preload_compilers)
     return SpawnLauncher()
 
 

@@ -66,13 +66,13 @@ def test_dead_fork_server_is_replaced(tmp_path: Path) -> None:
 
 def test_spawn_is_the_fallback_without_fork(monkeypatch: pytest.MonkeyPatch,
                                             tmp_path: Path) -> None:
-    assert isinstance(orchestrator.make_launcher("spawn", str(tmp_path)),
+    assert isinstance(orchestrator.make_launcher("spawn"),
                       orchestrator.SpawnLauncher)
-    assert isinstance(orchestrator.make_launcher("fork", str(tmp_path)),
+    assert isinstance(orchestrator.make_launcher("fork"),
                       orchestrator.ForkLauncher)
     # A platform without fork() cannot be had here; take fork() away from os.
     monkeypatch.delattr(os, "fork")
-    assert isinstance(orchestrator.make_launcher("fork", str(tmp_path)),
+    assert isinstance(orchestrator.make_launcher("fork"),
                       orchestrator.SpawnLauncher)
 
 
