@@ -16,6 +16,7 @@ import gc
 import json
 import os
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -340,6 +341,7 @@ def main(spec_path: str, result_path: str) -> int:
     """Run the cell described in `spec_path` and write its CellResult to `result_path`."""
     with open(spec_path, encoding="utf-8") as fp:
         spec = CellSpec.from_dict(json.load(fp))
+    cache = None
     if spec.compile_cache == "cold":
         # Fresh, empty compiler caches make every compile a true cold compile.
         cache = tempfile.mkdtemp(prefix="kscperf-cold-cache-")
@@ -347,9 +349,13 @@ def main(spec_path: str, result_path: str) -> int:
         os.environ["TRITON_CACHE_DIR"] = os.path.join(cache, "triton")
     global _phase_path
     _phase_path = phase_path(result_path)
-    result = run_cell(spec, on_config=lambda partial: _write_atomic(
-        partial_result_path(result_path), partial.to_dict()))
-    _write_atomic(result_path, result.to_dict())
+    try:
+        result = run_cell(spec, on_config=lambda partial: _write_atomic(
+            partial_result_path(result_path), partial.to_dict()))
+        _write_atomic(result_path, result.to_dict())
+    finally:
+        if cache is not None:
+            shutil.rmtree(cache, ignore_errors=True)
     return 0
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import tempfile
 import sys
 from pathlib import Path
 
@@ -80,3 +81,21 @@ def test_isolation_recorded(tmp_path: Path) -> None:
     _, _ = _run(tmp_path, "-k", "witness", "--isolation", "spawn")
     doc = json.loads((tmp_path / "out.json").read_text())
     assert doc["kscperf"]["metadata"]["isolation"] == "spawn"
+
+
+@pytest.mark.parametrize("cache", ["cold", "warm"])
+def test_compile_cache_choice(tmp_path: Path, cache: str) -> None:
+    proc, cells = _run(tmp_path, "-k", "cachewitness", "--compile-cache", cache,
+                       env={"KSCPERF_TEST_EXPECT_CACHE": cache})
+    assert _status(cells, "cachewitness")["status"] == "ok", proc.stderr
+    doc = json.loads((tmp_path / "out.json").read_text())
+    assert doc["kscperf"]["metadata"]["compile_cache"] == cache
+    leftovers = [p for p in Path(tempfile.gettempdir()).glob("kscperf-cold-cache-*")
+                 if p.stat().st_mtime > doc_time(doc)]
+    assert not leftovers
+
+
+def doc_time(doc: dict) -> float:
+    import datetime
+
+    return datetime.datetime.fromisoformat(doc["kscperf"]["metadata"]["date"]).timestamp()
