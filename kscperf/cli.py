@@ -404,7 +404,7 @@ def _write_report(loaded: list[Any], out: str, baseline: str | None, force: bool
     comparison = None
     if len(loaded) >= 2:
         comparison = compare.compare_builds(loaded[-2], loaded[-1], force=force)
-    report.write_report(out, report.render_report(loaded, comparison))
+    report.write_report(out, report.render_report(loaded, comparison, force=force))
 
 
 def cmd_report(args: argparse.Namespace) -> int:

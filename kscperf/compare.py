@@ -13,9 +13,9 @@ A comparison has one row per benchmark and kind:
 | `peak_cuda` | `model/tool/task/config:peak_cuda`     | one (bytes)                 |
 
 For the memory kinds `slower`/`faster` mean more/less memory. Correctness and failure
-verdicts (`incorrect-now`, `fixed`, `failing-now`) are given on `time` rows, one per config,
-where the check is made; the other kinds are only compared when both builds measured them
-(or when one build measured a cell that the other also ran but did not measure that way).
+verdicts (`incorrect-now`, `fixed`, `failing-now`) and `new`/`missing` are given on `time`
+rows, one per config, where the check is made; the other kinds are only compared where both
+builds measured them.
 """
 
 from __future__ import annotations
@@ -330,8 +330,9 @@ def _memory_runs(results: LoadedResults) -> dict[tuple[str, str, str, str, str],
 
 def _entries(results: LoadedResults) -> tuple[dict[str, _Entry],
                                               dict[tuple[str, str, str], _Entry]]:
-    """The build's benchmarks by name, and the cells that never reached a config (an import
-    error, a crash, a timeout) by (model, tool, task)."""
+    """The build's benchmarks by name, and by (model, tool, task) the fate of cells that did
+    not reach all their configs (an import error, a crash, a timeout), which stands for the
+    configs they never reached."""
     named: dict[str, _Entry] = {}
     cell_level: dict[tuple[str, str, str], _Entry] = {}
     if results.has_kscperf:
@@ -377,7 +378,7 @@ def _entries(results: LoadedResults) -> tuple[dict[str, _Entry],
 def _stand_in(entry: _Entry, other_named: dict[str, _Entry],
               other_cells: dict[tuple[str, str, str], _Entry]) -> _Entry | None:
     """The other build's counterpart of `entry`: its own benchmark of that name, or, for a
-    cell that never reached its configs there, an entry with that cell's status."""
+    cell that never reached that config there, an entry with that cell's status."""
     found = other_named.get(entry.name)
     if found is not None:
         return found
@@ -409,13 +410,8 @@ def _has_values(entry: _Entry | None) -> bool:
     return entry is not None and any(entry.runs)
 
 
-def _measured(entry: _Entry | None) -> bool:
-    return entry is not None and _CATEGORY.get(entry.status) in ("ok", "incorrect")
-
-
 def _pair_rows(base_named: dict[str, _Entry], base_cells: dict[tuple[str, str, str], _Entry],
-               new_named: dict[str, _Entry], new_cells: dict[tuple[str, str, str], _Entry],
-               base_plain: bool, new_plain: bool
+               new_named: dict[str, _Entry], new_cells: dict[tuple[str, str, str], _Entry]
                ) -> list[tuple[_Entry | None, _Entry | None]]:
     pairs: list[tuple[_Entry | None, _Entry | None]] = []
     names = list(base_named) + [n for n in new_named if n not in base_named]
@@ -426,21 +422,18 @@ def _pair_rows(base_named: dict[str, _Entry], base_cells: dict[tuple[str, str, s
             b = _stand_in(n, base_named, base_cells)
         if n is None and b is not None:
             n = _stand_in(b, new_named, new_cells)
-        kind = (b or n).kind  # type: ignore[union-attr]
-        if kind == "time":
+        some = b if b is not None else n
+        if some is None:
+            continue
+        if some.kind == "time":
             if (b is None or b.category == "absent") and (n is None or n.category == "absent"):
                 continue
-        else:
-            # A kind other than run time appears only where it was measured: both builds
-            # have it, or one has it and the other ran the cell without measuring it that
-            # way (a plain pyperf file counts as having measured whatever it lists).
-            has_b, has_n = _has_values(b), _has_values(n)
-            if not has_b and not has_n:
-                continue
-            if has_b != has_n:
-                other, plain = (n, new_plain) if has_b else (b, base_plain)
-                if not (plain or _measured(other)):
-                    continue
+        elif not (_has_values(b) and _has_values(n)):
+            # Compile, prep and memory are compared only where both builds measured them.
+            # Where a cell came, went or failed, its run-time rows already say so; and a
+            # compile time is only recorded when the first call was measurably slower than
+            # a steady one, which for an eager tool comes and goes from run to run.
+            continue
         pairs.append((b, n))
     # Cells that never reached a config in either build: one row per cell.
     with_configs = {(e.model, e.tool, e.task) for e in base_named.values()}
@@ -460,11 +453,6 @@ def _compare_pair(base: _Entry | None, new: _Entry | None, alpha: float
     some = base if base is not None else new
     assert some is not None
     status_verdict = _status_verdict(base, new) if some.kind == "time" else None
-    if some.kind != "time":
-        if not _has_values(base):
-            status_verdict = Verdict.NEW
-        elif not _has_values(new):
-            status_verdict = Verdict.MISSING
     estimate = stats.compare_samples(base.runs if base else [], new.runs if new else [],
                                      alpha=alpha)
     mde = stats.min_detectable_effect(estimate.se_log, estimate.df, alpha=alpha)
@@ -545,8 +533,7 @@ def compare_builds(base: LoadedResults, new: LoadedResults, *,
             "with one torch and one profile, pass --force to compare anyway.")
     base_named, base_cells = _entries(base)
     new_named, new_cells = _entries(new)
-    pairs = _pair_rows(base_named, base_cells, new_named, new_cells,
-                       not base.has_kscperf, not new.has_kscperf)
+    pairs = _pair_rows(base_named, base_cells, new_named, new_cells)
     compared = [(b, n, *_compare_pair(b, n, alpha)) for b, n in pairs]
 
     q_values: dict[int, float] = {}

@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 import math
 import re
+import textwrap
 from typing import Any
 
+from kscperf import stats
 from kscperf.compare import BuildRow, CellView, Comparison, ComparisonRow, GeoMean, Verdict
 
 __all__ = [
@@ -27,6 +29,7 @@ __all__ = [
     "format_percent",
     "format_quantity",
     "verdict_text",
+    "comparison_criteria",
     "format_run_table",
     "format_comparison",
     "COMPARISON_FORMATS",
@@ -66,7 +69,7 @@ def format_bytes(n: int | float | None) -> str:
     if n is None or (isinstance(n, float) and not math.isfinite(n)):
         return "-"
     if isinstance(n, float):
-        n = int(round(n))
+        n = round(n)
     for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if n >= scale:
             return f"{n / scale:.1f} {unit}"
@@ -200,13 +203,17 @@ def _geomean_label(g: GeoMean) -> str:
     return "all" if g.by == "all" else f"{g.by} {_one_line(g.key)}"
 
 
-def _criteria_text(comparison: Comparison) -> str:
+def comparison_criteria(comparison: Comparison) -> str:
+    """One paragraph saying what a verdict of `comparison` means: the minimum effect, the
+    significance level and its adjustment, the intervals, the detectable effect, "~" and
+    the memory verdicts."""
     confidence = f"{(1 - comparison.alpha) * 100:.0f}%"
     return (f"A change needs NEW/BASE beyond {format_percent(comparison.min_effect)} and "
             f"q < {comparison.alpha:g} (Benjamini-Hochberg over the benchmarks of each "
-            f"kind); intervals are {confidence}; detectable = smallest change the spread "
-            f"lets the test find with 80% power; ~ = beyond the minimum effect, not "
-            "significant.")
+            f"kind). Intervals are {confidence}. Detectable: the smallest change the spread "
+            f"lets the test find with {stats.DEFAULT_POWER * 100:.0f}% power. A trailing ~ "
+            "marks a change beyond the minimum effect that is not significant. For memory, "
+            "slower and faster mean more and less memory.")
 
 
 def _header_lines(comparison: Comparison) -> list[str]:
@@ -238,7 +245,7 @@ def _format_table(comparison: Comparison, only_changed: bool) -> str:
     header = ["benchmark", "kind", "base", "new", "ratio", confidence, "p", "detectable",
               "verdict", "status"]
     rows = [_table_row(r) for r in _rows_to_show(comparison, only_changed)]
-    parts = _header_lines(comparison) + [_criteria_text(comparison), ""]
+    parts = _header_lines(comparison) + [textwrap.fill(comparison_criteria(comparison), 100), ""]
     parts.append(_align([header] + rows) if rows else "(no benchmarks to show)")
     if comparison.geomeans:
         parts += ["", "Geometric mean of NEW/BASE run time (benchmarks correct in both builds):"]
@@ -268,7 +275,7 @@ def _format_markdown(comparison: Comparison, only_changed: bool) -> str:
              f"&rarr; **NEW** {_md(comparison.new.build)} ({_md(comparison.new.path)})", ""]
     for line in _header_lines(comparison)[2:]:
         lines += [f"> {_md(line)}", ""]
-    lines += [_md(_criteria_text(comparison)), ""]
+    lines += [_md(comparison_criteria(comparison)), ""]
     confidence = f"{(1 - comparison.alpha) * 100:.0f}% interval"
     header = ["verdict", "benchmark", "kind", "base", "new", "ratio", confidence, "p", "q",
               "detectable", "status"]

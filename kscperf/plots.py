@@ -25,7 +25,7 @@ import math
 import re
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 __all__ = [
     "Series",
@@ -212,16 +212,28 @@ def _suptitle(fig: Any, title: str) -> None:
     fig.suptitle(_text(title), x=0.01, ha="left", y=0.995, va="top", fontsize=10, wrap=True)
 
 
+# An SVG as matplotlib writes it is tags and text between them; names from files only ever
+# appear in the text (XML-escaped, so it holds no "<"). Everything below that rewrites or
+# checks markup therefore looks at tags only: a model called `a onload=b` is text, not an
+# attribute.
+_TOKEN = re.compile(r"<!--.*?-->|<[^>]*>", re.S)
 _ID = re.compile(r'\bid="([^"]+)"')
 _HREF = re.compile(r'href="#([^"]+)"')
 _URL_REF = re.compile(r"url\(#([^)]+)\)")
 _KEY_OK = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 
 
+def _map_tags(svg: str, rewrite: Callable[[str], str]) -> str:
+    return _TOKEN.sub(lambda m: rewrite(m.group(0)), svg)
+
+
 def _prefix_ids(svg: str, prefix: str) -> str:
-    svg = _ID.sub(lambda m: f'id="{prefix}-{m.group(1)}"', svg)
-    svg = _HREF.sub(lambda m: f'href="#{prefix}-{m.group(1)}"', svg)
-    return _URL_REF.sub(lambda m: f"url(#{prefix}-{m.group(1)})", svg)
+    def rewrite(tag: str) -> str:
+        tag = _ID.sub(lambda m: f'id="{prefix}-{m.group(1)}"', tag)
+        tag = _HREF.sub(lambda m: f'href="#{prefix}-{m.group(1)}"', tag)
+        return _URL_REF.sub(lambda m: f"url(#{prefix}-{m.group(1)})", tag)
+
+    return _map_tags(svg, rewrite)
 
 
 @contextlib.contextmanager
@@ -249,32 +261,40 @@ def _render(fig: Any, key: str) -> str:
     return check_svg(_prefix_ids(svg.strip(), key))
 
 
+# Checked in tags (and in the CSS of <style>), never in text.
 _FORBIDDEN = (
-    re.compile(r"<\s*script", re.I),
-    re.compile(r"<\s*foreignObject", re.I),
-    re.compile(r"<\s*(iframe|object|embed|image|a)\b", re.I),
-    re.compile(r"<!\s*(DOCTYPE|ENTITY)", re.I),
+    re.compile(r"<\s*/?\s*(script|foreignObject|iframe|object|embed|image|a|animate\w*|set)\b",
+               re.I),
+    re.compile(r"<!", re.I),  # comments, DOCTYPE, ENTITY, CDATA: matplotlib writes none
+    re.compile(r"<\?", re.I),
     re.compile(r"\son[a-z]+\s*=", re.I),
     re.compile(r"javascript:", re.I),
     re.compile(r"href\s*=\s*[\"'](?!#)", re.I),
     re.compile(r"url\(\s*(?!#)", re.I),
+    re.compile(r"@import|expression\s*\(", re.I),
 )
+_STYLE = re.compile(r"<style\b[^>]*>(.*?)</style>", re.S | re.I)
 
 
 def check_svg(svg: str) -> str:
     """Return `svg` unchanged if it is one `<svg>` element as this module renders it: it
-    starts with `<svg`, ends with `</svg>`, and holds no script, foreign object, embedded
-    document, event handler, DOCTYPE/entity, or reference outside itself. Raise ValueError
-    otherwise. The report calls this before marking an SVG safe to inline."""
+    starts with `<svg`, ends with `</svg>`, and no tag is a script, foreign object,
+    embedded document, animation, comment or declaration, or carries an event handler or a
+    reference outside the SVG; nor does its CSS. Text between tags is not inspected: the
+    SVG writer has escaped it, and it may say anything. Raise ValueError otherwise. The
+    report calls this before marking an SVG safe to inline."""
     stripped = svg.strip()
     if not (stripped.startswith("<svg") and stripped.endswith("</svg>")):
         raise ValueError("not a single <svg> element")
-    if stripped.count("<svg") != 1:
+    tags = [m.group(0) for m in _TOKEN.finditer(stripped)]
+    if sum(1 for t in tags if re.match(r"<\s*svg\b", t, re.I)) != 1:
         raise ValueError("nested or several <svg> elements")
+    markup = tags + _STYLE.findall(stripped)
     for pattern in _FORBIDDEN:
-        found = pattern.search(stripped)
-        if found:
-            raise ValueError(f"SVG contains forbidden markup {found.group(0)!r}")
+        for piece in markup:
+            found = pattern.search(piece)
+            if found:
+                raise ValueError(f"SVG contains forbidden markup {found.group(0)!r}")
     return svg
 
 

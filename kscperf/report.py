@@ -250,12 +250,13 @@ def _check_detail(view: CellView) -> str:
     if view.status in ("ok", "incorrect") and isinstance(view.check, dict):
         c = view.check
         try:
-            return (f"{c.get('what', 'output')}: max abs err {float(c['max_abs_err']):.3g}, "
+            text = (f"{c.get('what', 'output')}: max abs err {float(c['max_abs_err']):.3g}, "
                     f"max rel err {float(c['max_rel_err']):.3g} "
                     f"(rtol {float(c['rtol']):.3g}, atol {float(c['atol']):.3g})"
                     + (f"; {c['detail']}" if c.get("detail") else ""))
         except (KeyError, TypeError, ValueError):
-            return formatting.safe_text(c)
+            text = str(c)
+        return formatting.safe_text(text)
     return formatting.safe_text(view.reason or "")
 
 
@@ -306,8 +307,9 @@ def _time_figure(model: str, tools: list[str], rows: list[BuildRow], key: str) -
         numels = [next((v.numel for v in r.cells.values() if v.numel), None) for r in task_rows]
         # Log-log against size only when every config has one; otherwise configs are
         # shown in their definition order on a linear axis.
-        by_size = bool(numels) and all(n is not None for n in numels)
-        xs = [float(n) for n in numels] if by_size else [float(i) for i in range(len(configs))]
+        sizes = [float(n) for n in numels if n is not None]
+        by_size = bool(numels) and len(sizes) == len(numels)
+        xs = sizes if by_size else [float(i) for i in range(len(configs))]
         series = []
         for t_index, tool in enumerate(tools):
             y, low, high = [], [], []
@@ -432,13 +434,7 @@ def _comparison_section(comparison: Comparison) -> ComparisonSection:
     geomeans = [GeoRow("all" if g.by == "all" else f"{g.by} {formatting.safe_text(g.key)}",
                        formatting.format_ratio(g.ratio), formatting.format_interval(g.low, g.high),
                        str(g.n)) for g in comparison.geomeans]
-    confidence = f"{(1 - comparison.alpha) * 100:.0f}%"
-    criteria = (f"A change needs NEW/BASE beyond {formatting.format_percent(comparison.min_effect)}"
-                f" and q < {comparison.alpha:g} (Benjamini-Hochberg over the benchmarks of each "
-                f"kind). Intervals are {confidence}. Detectable: the smallest change the "
-                "spread lets the test find with 80% power. A trailing ~ marks a change beyond "
-                "the minimum effect that is not significant. For memory, slower and faster "
-                "mean more and less memory.")
+    criteria = formatting.comparison_criteria(comparison)
     return ComparisonSection(
         base=formatting.safe_text(comparison.base.build),
         new=formatting.safe_text(comparison.new.build), criteria=criteria,
@@ -525,8 +521,9 @@ def build_report_view(results: Sequence[LoadedResults], comparison: Comparison |
     """The report's view-model. With two or more builds and no `comparison`, the last two
     are compared (`compare_builds(results[-2], results[-1], ...)`); with three or more,
     history lines cover all builds in the order given. Raises KscperfError for no builds,
-    or for builds that may not be compared (different machines, torch versions or profiles)
-    unless `force`."""
+    or for builds that may not be compared with the last one (different machines, torch
+    versions or profiles) unless `force`; a `comparison` handed in vouches for its own
+    pair."""
     if not results:
         raise KscperfError("a report needs at least one results file.")
     notes: list[str] = []
@@ -534,7 +531,10 @@ def build_report_view(results: Sequence[LoadedResults], comparison: Comparison |
         last = results[-1]
         for earlier in results[:-1]:
             differences = check_comparable(earlier, last)
-            if differences and not force:
+            # A comparison handed in was already allowed (or forced) by whoever made it;
+            # every other build of the history is judged here.
+            judged = comparison is not None and earlier is results[-2]
+            if differences and not (force or judged):
                 raise KscperfError(
                     f"refusing to report {earlier.path} with {last.path}: "
                     f"{'; '.join(differences)}; pass --force to report them together anyway.")

@@ -86,7 +86,8 @@ def _console_messages(stderr: str) -> list[str]:
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("browser")
-    small: dict[str, Any] = dict(models=("vrelu3", EVIL), tools=("pt", "compiled"), tasks=("fwd", "bwd"))
+    small: dict[str, Any] = dict(models=("vrelu3", EVIL), tools=("pt", "compiled"),
+                                 tasks=("fwd", "bwd"))
     paths = [
         synthetic.write_build(str(d / "a.json"), "a", seed=1, **small),
         synthetic.write_build(str(d / "b.json"), "b", seed=2, **small),
