@@ -98,11 +98,28 @@ def _align(rows: list[list[str]]) -> str:
 
 def format_run_table(tools: list[str], rows: list[BuildRow]) -> str:
     """The end-of-run table: model, config, task against tools; median ± MAD, speedup over
-    pt in parentheses, statuses other than ok spelled out."""
-    header = ["model", "config", "task"] + [safe_text(t) for t in tools]
+    pt in parentheses, statuses other than ok spelled out. A tool skipped everywhere for
+    one reason (CUDA twins on a machine without a GPU) gets a line under the table instead
+    of a column."""
+    skipped_everywhere: dict[str, str] = {}
+    for tool in tools:
+        views = [r.cells[tool] for r in rows if tool in r.cells]
+        reasons = {v.reason for v in views}
+        if views and all(v.status == "skipped" for v in views) and len(reasons) == 1:
+            skipped_everywhere[tool] = reasons.pop()
+    shown = [t for t in tools if t not in skipped_everywhere]
+    header = ["model", "config", "task"] + [safe_text(t) for t in shown]
     body = [[safe_text(r.model), safe_text(r.config), r.task]
-            + [_run_cell_text(r.cells.get(t)) for t in tools] for r in rows]
-    return _align([header] + body)
+            + [_run_cell_text(r.cells.get(t)) for t in shown]
+            for r in rows if any(t in r.cells for t in shown)]
+    lines = [_align([header] + body)] if body else []
+    by_reason: dict[str, list[str]] = {}
+    for tool, reason in skipped_everywhere.items():
+        by_reason.setdefault(reason, []).append(tool)
+    for reason, skipped in by_reason.items():
+        lines.append(f"skipped everywhere: {', '.join(map(safe_text, skipped))} "
+                     f"({safe_text(reason)})")
+    return "\n".join(lines)
 
 
 def format_check_table(cells: list[dict]) -> str:
