@@ -256,7 +256,9 @@ def _run_config(spec: CellSpec, model: ResolvedModel, name: str, config: tuple[A
                             peak_rss_bytes=measure.peak_rss_bytes(), peak_cuda_bytes=peak_cuda,
                             **common)
     except Exception as exc:
-        common.pop("status", None), common.pop("reason", None), common.pop("phase", None)
+        # What the check found (and prep time) stays; the status is the failure's.
+        for key in ("status", "reason", "phase"):
+            common.pop(key, None)
         return ConfigResult(status=_status_for(exc), phase=phase,
                             reason=f"{_message(exc)}{_where(exc)}", **common)
     finally:
