@@ -344,8 +344,10 @@ def _with_worker_env(metadata: dict[str, Any], runs: list[Any]) -> dict[str, Any
     merged = dict(metadata)
     for r in runs:
         for key, value in r.metadata.items():
-            if key not in ("hostname", "cpu_model_name", "platform", "python_version",
-                           "cpu_count", "python_executable", "cpu_affinity"):
+            if key.startswith("malloc_"):
+                merged[key] = value  # the workers' allocator settings, not the parent's
+            elif key not in ("hostname", "cpu_model_name", "platform", "python_version",
+                             "cpu_count", "python_executable", "cpu_affinity"):
                 merged.setdefault(key, value)
     return merged
 

@@ -49,6 +49,8 @@ def machine_info() -> dict[str, Any]:
         "python_version": platform.python_version(),
         "python_executable": sys.executable,
         "cpu_affinity": ",".join(map(str, affinity)) if affinity else "unknown",
+        "malloc_mmap_threshold": os.environ.get("MALLOC_MMAP_THRESHOLD_", "glibc default"),
+        "malloc_trim_threshold": os.environ.get("MALLOC_TRIM_THRESHOLD_", "glibc default"),
     }
     try:
         import psutil

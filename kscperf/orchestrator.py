@@ -41,9 +41,26 @@ __all__ = [
     "Progress",
     "run_cells",
     "STDERR_TAIL_CHARS",
+    "WORKER_MALLOC_ENV",
+    "worker_environment",
 ]
 
 STDERR_TAIL_CHARS = 600
+
+# glibc serves large allocations with mmap() below a threshold that it raises by itself as
+# the process frees big blocks, so whether a 4 MB tensor costs a thousand page faults per
+# call depended on what the process had done before: a 5-10x swing for large-tensor cells
+# between processes and against torch.utils.benchmark (tools/truth-check). Fixed thresholds
+# make every worker keep and reuse freed memory up to 64 MB blocks, as a long-running
+# training process does. A value the user has set is kept.
+WORKER_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": str(64 * 2**20),
+                     "MALLOC_TRIM_THRESHOLD_": str(256 * 2**20)}
+
+
+def worker_environment() -> dict[str, str]:
+    """The environment every worker starts with: this process's, plus `WORKER_MALLOC_ENV`
+    where the user has not set those variables."""
+    return {**WORKER_MALLOC_ENV, **os.environ}
 _ZYGOTE_START_TIMEOUT_S = 300.0
 
 
@@ -113,7 +130,8 @@ class SpawnLauncher:
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(
                 [self._python, "-m", "kscperf.worker", spec_path, result_path],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+                env=worker_environment())
         self._current = proc.pid
         try:
             deadline = None if timeout_s is None else t0 + timeout_s
@@ -195,7 +213,8 @@ class ForkLauncher:
             self._proc = subprocess.Popen(
                 [self._python, "-m", "kscperf.worker", "--serve", *self._serve_args],
                 stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, stderr=log, start_new_session=True)
+                stdout=subprocess.PIPE, stderr=log, start_new_session=True,
+                env=worker_environment())
         assert self._proc.stdout is not None
         self._lines = _Lines(self._proc.stdout.fileno())
         line = self._lines.read(time.perf_counter() + _ZYGOTE_START_TIMEOUT_S)
