@@ -14,8 +14,6 @@ no external resource, so it opens from disk with no network.
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -34,7 +32,7 @@ from kscperf.compare import (
     summarize_build,
 )
 from kscperf.errors import KscperfError
-from kscperf.results import LoadedResults, benchmark_name
+from kscperf.results import LoadedResults, benchmark_name, write_text_atomic
 
 __all__ = [
     "TEMPLATE_NAME",
@@ -583,30 +581,5 @@ def render_report(results: Sequence[LoadedResults], comparison: Comparison | Non
 
 
 def write_report(path: str, html: str) -> None:
-    """Write `html` to `path` atomically: a reader sees the old file or the new one, never
-    half of one. Raises KscperfError when it cannot be written."""
-    directory = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
-        raise KscperfError(f"{path} is a directory; -o needs a file name.")
-    try:
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".kscperf-report-", suffix=".tmp")
-    except OSError as exc:
-        raise KscperfError(f"cannot write the report to {path}: {exc.strerror or exc}.") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fp:
-            fp.write(html)
-            fp.flush()
-            os.fsync(fp.fileno())
-        # mkstemp creates the file readable by its owner only; a report is for sharing, so
-        # it gets the permissions any new file would get under the current umask.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise KscperfError(f"cannot write the report to {path}: {exc.strerror or exc}.") from None
+    """Write `html` to `path` atomically; KscperfError when it cannot be written."""
+    write_text_atomic(path, html, "the report")

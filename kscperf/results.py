@@ -38,6 +38,7 @@ __all__ = [
     "summarize_cells",
     "build_document",
     "write_results",
+    "write_text_atomic",
     "load_results",
     "load_cell_runs_for_resume",
     "merge_results",
@@ -244,29 +245,43 @@ def check_writable(path: str, replace: bool) -> None:
         raise KscperfError(f"cannot write results to {path}: {exc.strerror or exc}.") from None
 
 
-def write_results(path: str, runs: list[CellResult], metadata: dict[str, Any],
-                  complete: bool = True) -> None:
-    """Write the document atomically: readers see the old file or the new one, never half."""
-    doc = build_document(runs, metadata, complete)
+def write_text_atomic(path: str, text: str, what: str) -> None:
+    """Write `text` to `path` atomically (a temporary file in the same folder, synced, then
+    renamed): a reader sees the old file or the new one, never half of one. The file gets
+    the permissions any new file gets under the umask. Raises KscperfError naming `what`
+    ("results", "the report") when it cannot be written."""
+    if os.path.isdir(path):
+        raise KscperfError(f"{path} is a directory; -o needs a file name.")
     directory = os.path.dirname(os.path.abspath(path))
     try:
         os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".kscperf-", suffix=".json.tmp")
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".kscperf-", suffix=".tmp")
     except OSError as exc:
-        raise KscperfError(f"cannot write results to {path}: {exc.strerror or exc}.") from None
+        raise KscperfError(f"cannot write {what} to {path}: {exc.strerror or exc}.") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fp:
-            json.dump(doc, fp, sort_keys=True, separators=(",", ":"))
-            fp.write("\n")
+            fp.write(text)
             fp.flush()
             os.fsync(fp.fileno())
+        # mkstemp makes the file readable by its owner only; results and reports are shared.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except OSError as exc:
         try:
             os.unlink(tmp)
         except OSError:
             pass
-        raise KscperfError(f"cannot write results to {path}: {exc.strerror or exc}.") from None
+        raise KscperfError(f"cannot write {what} to {path}: {exc.strerror or exc}.") from None
+
+
+def write_results(path: str, runs: list[CellResult], metadata: dict[str, Any],
+                  complete: bool = True) -> None:
+    """Write the results document of `runs` atomically."""
+    doc = build_document(runs, metadata, complete)
+    write_text_atomic(path, json.dumps(doc, sort_keys=True, separators=(",", ":")) + "\n",
+                      "results")
 
 
 def _read_json(path: str) -> dict[str, Any]:

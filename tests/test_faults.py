@@ -6,7 +6,6 @@ SIGTERM, resumes, never overwrites silently, and refuses bad paths and bad files
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
