@@ -295,12 +295,6 @@ def _execute(args: argparse.Namespace, check_only: bool) -> int:
         jacobian_max_elements=args.jacobian_max_elements, max_rss_bytes=args.max_rss,
         affinity=args.affinity)
     rounds = plan.plan_rounds(cells, profile.processes)
-    done = {(r.name, r.process_index) for r in prior}
-    known_loops: dict[str, dict[str, int]] = {}
-    for r in prior:
-        for c in r.configs:
-            if c.loops:
-                known_loops.setdefault(r.name, {}).setdefault(c.config, c.loops)
     gathered: list[Any] = list(prior)
     last_write = [time.monotonic()]
     show = _progress_printer(args.quiet)
@@ -320,8 +314,7 @@ def _execute(args: argparse.Namespace, check_only: bool) -> int:
     _install_sigterm()
     t0 = time.perf_counter()
     try:
-        orchestrator.run_cells(rounds, options, launcher, on_result=on_result, done=done,
-                               known_loops=known_loops)
+        orchestrator.run_cells(rounds, options, launcher, on_result=on_result, prior=prior)
     except KeyboardInterrupt:
         launcher.close()
         if output:

@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Callable, Protocol, Sequence
 
 from kscperf.errors import CellStatus
 from kscperf.plan import PlannedCell
@@ -143,8 +143,9 @@ class SpawnLauncher:
                     break
                 if deadline is not None and time.perf_counter() > deadline:
                     timed_out = True
-                elif max_rss_bytes is not None and _rss_bytes(proc.pid) > max_rss_bytes:
-                    over = _rss_bytes(proc.pid)
+                elif max_rss_bytes is not None:
+                    rss = _rss_bytes(proc.pid)
+                    over = rss if rss > max_rss_bytes else None
                 if timed_out or over:
                     _kill_group(proc.pid)
                     pid, status, rusage = os.wait4(proc.pid, 0)
@@ -266,9 +267,11 @@ class ForkLauncher:
                     break
                 if deadline is not None and time.perf_counter() >= deadline:
                     break
-                if max_rss_bytes is not None and _rss_bytes(pid) > max_rss_bytes:
-                    over = _rss_bytes(pid)
-                    break
+                if max_rss_bytes is not None:
+                    rss = _rss_bytes(pid)
+                    if rss > max_rss_bytes:
+                        over = rss
+                        break
             timed_out = line is None and over is None
             if line is None:
                 _kill_group(pid)
@@ -451,18 +454,26 @@ def _skipped(spec: CellSpec, reason: str) -> CellResult:
     return CellResult.for_spec(spec, CellStatus.SKIPPED, reason, "plan", wall_s=0.0)
 
 
+def _remember_loops(loops: dict[str, dict[str, int]], result: CellResult) -> None:
+    # The first process of a cell calibrates; its later processes reuse the same loops.
+    for c in result.configs:
+        if c.loops > 0:
+            loops.setdefault(result.name, {}).setdefault(c.config, c.loops)
+
+
 def run_cells(rounds: list[tuple[int, PlannedCell]], options: RunOptions, launcher: Launcher,
               *, on_result: Callable[[Progress], None] | None = None,
-              done: set[tuple[str, int]] | None = None,
-              known_loops: dict[str, dict[str, int]] | None = None,
+              prior: Sequence[CellResult] = (),
               work_dir: str | None = None) -> list[CellResult]:
     """Run every (process index, cell) in order, one worker at a time, and return their
-    results in the same order. `done` names (cell name, process index) pairs already
-    measured (for --resume), which are not run again. KeyboardInterrupt propagates after
-    the current worker's process group is killed; the results gathered so far have already
-    been handed to `on_result`."""
-    done = done or set()
-    loops = {k: dict(v) for k, v in (known_loops or {}).items()}
+    results in the same order. (cell, process index) pairs already in `prior` (for
+    --resume) are not run again, and their calibrated loops are reused. KeyboardInterrupt
+    propagates after the current worker's process group is killed; the results gathered so
+    far have already been handed to `on_result`."""
+    done = {(r.name, r.process_index) for r in prior}
+    loops: dict[str, dict[str, int]] = {}
+    for r in prior:
+        _remember_loops(loops, r)
     todo = [(p, c) for p, c in rounds if (c.name, p) not in done]
     results: list[CellResult] = []
     t_start = time.perf_counter()
@@ -490,13 +501,11 @@ def run_cells(rounds: list[tuple[int, PlannedCell]], options: RunOptions, launch
                                           options.max_rss_bytes)
                 result = _outcome_result(spec, outcome, result_path, log_path, timeout,
                                          options.max_rss_bytes)
-                for c in result.configs:
-                    if c.loops > 0:
-                        loops.setdefault(cell.name, {}).setdefault(c.config, c.loops)
+                _remember_loops(loops, result)
             results.append(result)
             elapsed = time.perf_counter() - t_start
             remaining = len(todo) - index - 1
-            eta = elapsed / (index + 1) * remaining if index >= 0 else None
+            eta = elapsed / (index + 1) * remaining
             if on_result is not None:
                 on_result(Progress(index + 1, len(todo), cell, process_index, result, elapsed,
                                    eta))
