@@ -21,7 +21,7 @@ from kscperf.errors import BAD_STATUSES, CellStatus, KscperfError
 
 __all__ = ["main", "build_parser"]
 
-SUBCOMMANDS = ("run", "list", "check", "compare", "report", "merge")
+SUBCOMMANDS = ("run", "ab", "list", "check", "compare", "report", "merge")
 _PARTIAL_WRITE_INTERVAL_S = 10.0
 
 
@@ -78,6 +78,13 @@ def _cpu_list(text: str) -> tuple[int, ...]:
     return tuple(sorted(set(cpus)))
 
 
+def _env_assignment(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name or not name.replace("_", "a").isalnum() or name[0].isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE")
+    return name, value
+
+
 def _add_selection(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="*", metavar="PATH",
                    help="definition files or folders (default: the shipped bench_defs/)")
@@ -104,6 +111,27 @@ def _add_execution(p: argparse.ArgumentParser) -> None:
                    help="pin workers to these CPUs (e.g. 1 or 0-3,6), one torch thread each")
 
 
+def _add_timing(p: argparse.ArgumentParser) -> None:
+    profile = p.add_mutually_exclusive_group()
+    profile.add_argument("--fast", dest="profile", action="store_const", const="fast")
+    profile.add_argument("--rigorous", dest="profile", action="store_const", const="rigorous")
+    p.set_defaults(profile="default")
+    p.add_argument("--processes", type=_positive_int, help="worker processes per cell")
+    p.add_argument("--values", type=_positive_int, help="values per process")
+    p.add_argument("--warmups", type=_non_negative_int, help="warmup values per process")
+    p.add_argument("--min-time", type=_positive_float, help="seconds one value lasts at least")
+    p.add_argument("--compile-cache", choices=("warm", "cold"), default="warm",
+                   help="cold: every worker gets empty compiler caches (default warm)")
+
+
+def _add_comparison(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--min-effect", type=_positive_float, default=0.05,
+                   help="smallest relative change called faster/slower (default 0.05)")
+    p.add_argument("--format", choices=("table", "markdown", "json"), default="table")
+    p.add_argument("--fail-on-regression", action="store_true",
+                   help="exit 1 when anything got significantly slower, incorrect or failing")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `run-benchmarks` argument parser."""
     parser = argparse.ArgumentParser(
@@ -116,16 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run the benchmarks (the default command)")
     _add_selection(run)
     _add_execution(run)
-    profile = run.add_mutually_exclusive_group()
-    profile.add_argument("--fast", dest="profile", action="store_const", const="fast")
-    profile.add_argument("--rigorous", dest="profile", action="store_const", const="rigorous")
-    run.set_defaults(profile="default")
-    run.add_argument("--processes", type=_positive_int, help="worker processes per cell")
-    run.add_argument("--values", type=_positive_int, help="values per process")
-    run.add_argument("--warmups", type=_non_negative_int, help="warmup values per process")
-    run.add_argument("--min-time", type=_positive_float, help="seconds one value lasts at least")
-    run.add_argument("--compile-cache", choices=("warm", "cold"), default="warm",
-                     help="cold: every worker gets empty compiler caches (default warm)")
+    _add_timing(run)
     run.add_argument("--build", help="build label (default: git commit of the working "
                                      "directory, with -dirty; else a timestamp)")
     run.add_argument("-o", "--output", metavar="FILE", help="results file "
@@ -136,6 +155,33 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--report", metavar="HTML", help="also write the HTML report")
     run.add_argument("--baseline", metavar="FILE", help="compare with this build in --report")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+
+    ab = sub.add_parser(
+        "ab", help="run two builds in lockstep and compare them",
+        description="Run every cell in two builds at once, their workers taking turns value "
+                    "by value, write one results file per build, and print the comparison. "
+                    "Pairing cancels the drift of a shared machine that separate runs cannot "
+                    "(see README, 'Two builds in lockstep').")
+    _add_selection(ab)
+    _add_execution(ab)
+    _add_timing(ab)
+    for side in ("base", "new"):
+        ab.add_argument(f"--{side}-python", default=sys.executable, metavar="PYTHON",
+                        help=f"the Python that runs the {side.upper()} build's workers, with "
+                             "torch and the code under test installed (default: this one)")
+        ab.add_argument(f"--{side}-env", action="append", default=[], type=_env_assignment,
+                        metavar="NAME=VALUE",
+                        help=f"set a variable for the {side.upper()} build's workers "
+                             "(repeatable)")
+        ab.add_argument(f"--{side}-build", default=side, metavar="LABEL",
+                        help=f"the {side.upper()} build's label and file name "
+                             f"(default {side})")
+    ab.add_argument("-o", "--output-dir", metavar="DIR",
+                    help="where LABEL.json of each build goes (default results/ab-<time>)")
+    ab.add_argument("--replace", action="store_true", help="overwrite existing files")
+    ab.add_argument("--report", metavar="HTML", help="also write the HTML report")
+    _add_comparison(ab)
+    ab.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
     lst = sub.add_parser("list", help="print the cells without running them")
     _add_selection(lst)
@@ -148,11 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_ = sub.add_parser("compare", help="compare two builds' results files")
     cmp_.add_argument("base", metavar="BASE")
     cmp_.add_argument("new", metavar="NEW")
-    cmp_.add_argument("--min-effect", type=_positive_float, default=0.05,
-                      help="smallest relative change called faster/slower (default 0.05)")
-    cmp_.add_argument("--format", choices=("table", "markdown", "json"), default="table")
-    cmp_.add_argument("--fail-on-regression", action="store_true",
-                      help="exit 1 when anything got significantly slower, incorrect or failing")
+    _add_comparison(cmp_)
     cmp_.add_argument("--force", action="store_true",
                       help="compare even across machines, torch versions or profiles")
 
@@ -234,7 +276,7 @@ def _build_metadata(args: argparse.Namespace, profile_name: str, profile: Any) -
 def _progress_printer(quiet: bool) -> Callable[[Any], None]:
     from kscperf.formatting import format_seconds, safe_text
 
-    def show(p: Any) -> None:
+    def show(p: Any, label: str = "") -> None:
         if quiet:
             return
         eta = f" ETA {format_seconds(p.eta_s)}" if p.eta_s is not None and p.done < p.total else ""
@@ -245,7 +287,7 @@ def _progress_printer(quiet: bool) -> Callable[[Any], None]:
             reason = ": " + (bad.reason if bad else p.result.reason)
             reason = reason[:160]
         wall = f" {format_seconds(p.result.wall_s)}" if p.result.wall_s else ""
-        print(safe_text(f"[{p.done}/{p.total}{eta}] {p.cell.name} #{p.process_index + 1} "
+        print(safe_text(f"[{p.done}/{p.total}{eta}] {label}{p.cell.name} #{p.process_index + 1} "
                         f"{status}{wall}{reason}"), file=sys.stderr, flush=True)
 
     return show
@@ -258,18 +300,39 @@ def _install_sigterm() -> None:
     signal.signal(signal.SIGTERM, raise_interrupt)
 
 
-def _execute(args: argparse.Namespace, check_only: bool) -> int:
-    from kscperf import orchestrator, plan, results
+def _profile(args: argparse.Namespace, check_only: bool = False) -> tuple[str, Any]:
     from kscperf.spec import PROFILES, TimingProfile
 
-    cells, problems, _ = _select(args)
-    profile_name = "check" if check_only else args.profile
     base = PROFILES["fast" if check_only else args.profile]
-    profile = TimingProfile(
+    return ("check" if check_only else args.profile), TimingProfile(
         processes=1 if check_only else (args.processes or base.processes),
         values=getattr(args, "values", None) or base.values,
         warmups=base.warmups if getattr(args, "warmups", None) is None else args.warmups,
         min_time=getattr(args, "min_time", None) or base.min_time)
+
+
+def _run_options(args: argparse.Namespace, profile: Any, check_only: bool) -> Any:
+    from kscperf import orchestrator
+
+    return orchestrator.RunOptions(
+        profile=profile, seed=args.seed, timeout_s=args.timeout,
+        tool_plugins=tuple(args.tool_plugin), check_only=check_only,
+        compile_cache=getattr(args, "compile_cache", "warm"),
+        jacobian_max_elements=args.jacobian_max_elements, max_rss_bytes=args.max_rss,
+        affinity=args.affinity)
+
+
+def _uses_compiler(cells: list[Any]) -> bool:
+    from kscperf.tools import EAGER_TOOLS, split_device
+
+    return any(split_device(c.tool)[0] not in EAGER_TOOLS for c in cells)
+
+
+def _execute(args: argparse.Namespace, check_only: bool) -> int:
+    from kscperf import orchestrator, plan, results
+
+    cells, problems, _ = _select(args)
+    profile_name, profile = _profile(args, check_only)
     metadata = _build_metadata(args, profile_name, profile)
     output = None if check_only else args.output
     prior: list[Any] = []
@@ -288,12 +351,7 @@ def _execute(args: argparse.Namespace, check_only: bool) -> int:
     for p in problems:
         _err(f"error: {p.message}")
 
-    options = orchestrator.RunOptions(
-        profile=profile, seed=args.seed, timeout_s=args.timeout,
-        tool_plugins=tuple(args.tool_plugin), check_only=check_only,
-        compile_cache=getattr(args, "compile_cache", "warm"),
-        jacobian_max_elements=args.jacobian_max_elements, max_rss_bytes=args.max_rss,
-        affinity=args.affinity)
+    options = _run_options(args, profile, check_only)
     rounds = plan.plan_rounds(cells, profile.processes)
     gathered: list[Any] = list(prior)
     last_write = [time.monotonic()]
@@ -307,10 +365,7 @@ def _execute(args: argparse.Namespace, check_only: bool) -> int:
                                   complete=False)
             last_write[0] = time.monotonic()
 
-    from kscperf.tools import EAGER_TOOLS, split_device
-
-    uses_compiler = any(split_device(c.tool)[0] not in EAGER_TOOLS for c in cells)
-    launcher = orchestrator.make_launcher(args.isolation, uses_compiler)
+    launcher = orchestrator.make_launcher(args.isolation, _uses_compiler(cells))
     _install_sigterm()
     t0 = time.perf_counter()
     try:
@@ -381,6 +436,99 @@ def cmd_check(args: argparse.Namespace) -> int:
     return _execute(args, check_only=True)
 
 
+def _ab_builds(args: argparse.Namespace) -> list[tuple[str, str, dict[str, str]]]:
+    builds = []
+    for side in ("base", "new"):
+        python = getattr(args, f"{side}_python")
+        if not (os.path.isfile(python) and os.access(python, os.X_OK)):
+            raise KscperfError(f"--{side}-python {python} is not an executable file; give "
+                               "the python of the environment that holds that build.")
+        builds.append((getattr(args, f"{side}_build"), python,
+                       dict(getattr(args, f"{side}_env"))))
+    if builds[0][0] == builds[1][0]:
+        raise KscperfError(f"both builds are labelled {builds[0][0]!r}; give --base-build and "
+                           "--new-build different labels.")
+    bad = [label for label, _, _ in builds if not label or os.sep in label or label[0] == "."]
+    if bad:
+        raise KscperfError(f"build label {bad[0]!r} cannot be a file name; use letters, digits, "
+                           "'-' or '_'.")
+    return builds
+
+
+def cmd_ab(args: argparse.Namespace) -> int:
+    import uuid
+
+    from kscperf import compare, orchestrator, plan, results
+    from kscperf.formatting import format_comparison, format_seconds
+
+    builds = _ab_builds(args)
+    cells, problems, _ = _select(args)
+    profile_name, profile = _profile(args)
+    out_dir = args.output_dir or os.path.join("results", time.strftime("ab-%Y%m%d-%H%M%S"))
+    outputs = [os.path.join(out_dir, f"{label}.json") for label, _, _ in builds]
+    for path in outputs:
+        results.check_writable(path, args.replace)
+    lockstep_id = uuid.uuid4().hex
+    metadatas = []
+    for role, (label, python, env) in zip(("base", "new"), builds):
+        md = _build_metadata(args, profile_name, profile)
+        if os.path.realpath(python) != os.path.realpath(sys.executable):
+            # This Python's library versions say nothing of that build's: its workers report
+            # their own torch version.
+            for key in [k for k in md if k.endswith("_version") and k != "kscperf_version"]:
+                del md[key]
+        md.update(build=label, lockstep_id=lockstep_id, lockstep_role=role,
+                  build_python=python,
+                  build_env=" ".join(f"{k}={v}" for k, v in sorted(env.items())) or "none",
+                  definition_problems=[p.message for p in problems])
+        metadatas.append(md)
+    for p in problems:
+        _err(f"error: {p.message}")
+
+    options = _run_options(args, profile, check_only=False)
+    rounds = plan.plan_rounds(cells, profile.processes)
+    gathered: tuple[list[Any], list[Any]] = ([], [])
+    show = _progress_printer(args.quiet)
+
+    def on_result(i: int, p: Any) -> None:
+        gathered[i].append(p.result)
+        show(p, f"{builds[i][0]}: ")
+
+    launchers = tuple(orchestrator.make_launcher(args.isolation, _uses_compiler(cells),
+                                                 python, env) for _, python, env in builds)
+    _install_sigterm()
+    t0 = time.perf_counter()
+
+    def write(complete: bool) -> None:
+        for path, runs, md in zip(outputs, gathered, metadatas):
+            results.write_results(path, runs, _with_worker_env(md, runs), complete=complete)
+
+    try:
+        orchestrator.run_cells_lockstep(rounds, options, (launchers[0], launchers[1]),
+                                        on_result=on_result)
+    except KeyboardInterrupt:
+        write(complete=False)
+        _err(f"interrupted: wrote what both builds measured so far to {' and '.join(outputs)}, "
+             "marked incomplete")
+        return 130
+    finally:
+        for launcher in launchers:
+            launcher.close()
+    write(complete=True)
+    wall_s = time.perf_counter() - t0
+    loaded = [results.load_results(path) for path in outputs]
+    comparison = compare.compare_builds(loaded[0], loaded[1], min_effect=args.min_effect)
+    print(format_comparison(comparison, args.format))
+    _err(f"{len(rounds)} worker pairs in {format_seconds(wall_s)} wall time; wrote "
+         f"{' and '.join(outputs)}")
+    if args.report:
+        _write_report(loaded, args.report, None, force=False)
+        _err(f"wrote {args.report}")
+    if problems:
+        return 1
+    return 1 if args.fail_on_regression and comparison.has_regression else 0
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     from kscperf import compare, results
     from kscperf.formatting import format_comparison
@@ -420,7 +568,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "run": cmd_run, "list": cmd_list, "check": cmd_check, "compare": cmd_compare,
+    "run": cmd_run, "ab": cmd_ab, "list": cmd_list, "check": cmd_check, "compare": cmd_compare,
     "report": cmd_report, "merge": cmd_merge,
 }
 

@@ -42,6 +42,7 @@ __all__ = [
     "GeoMean",
     "Comparison",
     "check_comparable",
+    "is_lockstep_pair",
     "compare_builds",
     "parse_benchmark_name",
 ]
@@ -284,6 +285,9 @@ class _Entry:
     status: str
     reason: str
     runs: list[list[float]]
+    # Run-time values by process index, where the file has its worker results: what pairs
+    # the two builds of a lockstep run.
+    by_process: dict[int, list[float]] | None = None
 
     @property
     def category(self) -> str:
@@ -328,6 +332,17 @@ def _memory_runs(results: LoadedResults) -> dict[tuple[str, str, str, str, str],
     return out
 
 
+def _time_values_by_process(results: LoadedResults) -> dict[str, dict[int, list[float]]]:
+    out: dict[str, dict[int, list[float]]] = {}
+    for r in results.runs:
+        for c in r.configs:
+            values = [v for v in c.values if v > 0]
+            if values and c.loops > 0:
+                out.setdefault(benchmark_name(r.model, r.tool, r.task, c.config), {})[
+                    r.process_index] = values
+    return out
+
+
 def _entries(results: LoadedResults) -> tuple[dict[str, _Entry],
                                               dict[tuple[str, str, str], _Entry]]:
     """The build's benchmarks by name, and by (model, tool, task) the fate of cells that did
@@ -337,6 +352,7 @@ def _entries(results: LoadedResults) -> tuple[dict[str, _Entry],
     cell_level: dict[tuple[str, str, str], _Entry] = {}
     if results.has_kscperf:
         memory = _memory_runs(results)
+        by_process = _time_values_by_process(results)
         for c in results.cells:
             model, tool, task, config = c["model"], c["tool"], c["task"], c["config"]
             status, reason = c["status"], c.get("reason", "") or ""
@@ -348,7 +364,8 @@ def _entries(results: LoadedResults) -> tuple[dict[str, _Entry],
             config = str(config)
             time_name = benchmark_name(model, tool, task, config)
             named[time_name] = _Entry(time_name, "time", model, tool, task, config, status,
-                                      reason, results.runs_values.get(time_name, []))
+                                      reason, results.runs_values.get(time_name, []),
+                                      by_process.get(time_name))
             p_name = prep_name(model, tool, task, config)
             named[p_name] = _Entry(p_name, "prep", model, tool, task, config, status, reason,
                                    results.runs_values.get(p_name, []))
@@ -448,13 +465,19 @@ def _pair_rows(base_named: dict[str, _Entry], base_cells: dict[tuple[str, str, s
     return pairs
 
 
-def _compare_pair(base: _Entry | None, new: _Entry | None, alpha: float
+def _compare_pair(base: _Entry | None, new: _Entry | None, alpha: float, lockstep: bool
                   ) -> tuple[_Entry, Verdict | None, stats.RatioEstimate, float]:
     some = base if base is not None else new
     assert some is not None
     status_verdict = _status_verdict(base, new) if some.kind == "time" else None
-    estimate = stats.compare_samples(base.runs if base else [], new.runs if new else [],
-                                     alpha=alpha)
+    if lockstep and base is not None and new is not None and base.by_process \
+            and new.by_process:
+        b, n = base.by_process, new.by_process
+        estimate = stats.compare_paired_samples([(b[i], n[i]) for i in sorted(b) if i in n],
+                                                alpha=alpha)
+    else:
+        estimate = stats.compare_samples(base.runs if base else [], new.runs if new else [],
+                                         alpha=alpha)
     mde = stats.min_detectable_effect(estimate.se_log, estimate.df, alpha=alpha)
     return some, status_verdict, estimate, mde
 
@@ -493,13 +516,25 @@ def _build_info(results: LoadedResults) -> BuildInfo:
                      results.complete)
 
 
+def is_lockstep_pair(base: LoadedResults, new: LoadedResults) -> bool:
+    """Whether the two files are the two builds of one `run-benchmarks ab` run, whose
+    workers took turns: their run-time values are then compared pair by pair."""
+    ids = base.metadata.get("lockstep_id"), new.metadata.get("lockstep_id")
+    return bool(ids[0]) and ids[0] == ids[1] and base.has_kscperf and new.has_kscperf \
+        and base.build != new.build
+
+
 def check_comparable(base: LoadedResults, new: LoadedResults) -> list[str]:
     """The reasons why timings of `base` and `new` cannot be compared: one phrase per kind
     of difference (machines, CPUs, GPUs, torch versions, profiles), naming both values.
     Empty when comparable. Metadata missing on either side (a plain pyperf file has no
-    torch version) is not a difference."""
+    torch version) is not a difference; nor are torch versions between the two builds of
+    one lockstep run, which may be exactly what it compares."""
     by_what: dict[str, list[str]] = {}
+    lockstep = is_lockstep_pair(base, new)
     for key, what in _COMPARABLE_KEYS:
+        if lockstep and key == "torch_version":
+            continue
         b, n = base.metadata.get(key), new.metadata.get(key)
         if b is None or n is None or b == n:
             continue
@@ -534,7 +569,8 @@ def compare_builds(base: LoadedResults, new: LoadedResults, *,
     base_named, base_cells = _entries(base)
     new_named, new_cells = _entries(new)
     pairs = _pair_rows(base_named, base_cells, new_named, new_cells)
-    compared = [(b, n, *_compare_pair(b, n, alpha)) for b, n in pairs]
+    lockstep = is_lockstep_pair(base, new)
+    compared = [(b, n, *_compare_pair(b, n, alpha, lockstep)) for b, n in pairs]
 
     q_values: dict[int, float] = {}
     for kind in KINDS:

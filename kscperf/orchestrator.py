@@ -43,6 +43,8 @@ __all__ = [
     "STDERR_TAIL_CHARS",
     "WORKER_MALLOC_ENV",
     "worker_environment",
+    "python_environment",
+    "run_cells_lockstep",
 ]
 
 STDERR_TAIL_CHARS = 600
@@ -57,10 +59,22 @@ WORKER_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": str(64 * 2**20),
                      "MALLOC_TRIM_THRESHOLD_": str(256 * 2**20)}
 
 
-def worker_environment() -> dict[str, str]:
+def worker_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment every worker starts with: this process's, plus `WORKER_MALLOC_ENV`
-    where the user has not set those variables."""
-    return {**WORKER_MALLOC_ENV, **os.environ}
+    where the user has not set those variables, plus `extra` (a build's own variables)."""
+    return {**WORKER_MALLOC_ENV, **os.environ, **(extra or {})}
+
+
+def python_environment(python: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The extra environment for workers run by another Python than this one: this kscperf
+    first on its path, so that worker and orchestrator speak the same protocol whatever
+    that Python has installed, then `extra`."""
+    env = dict(extra or {})
+    if os.path.realpath(python) != os.path.realpath(sys.executable):
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        rest = env.get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (here, rest) if p)
+    return env
 _ZYGOTE_START_TIMEOUT_S = 300.0
 
 
@@ -120,8 +134,9 @@ class SpawnLauncher:
 
     name = "spawn"
 
-    def __init__(self, python: str = sys.executable) -> None:
+    def __init__(self, python: str = sys.executable, env: dict[str, str] | None = None) -> None:
         self._python = python
+        self._env = env
         self._current: int | None = None
 
     def launch(self, spec_path: str, result_path: str, log_path: str,
@@ -131,7 +146,7 @@ class SpawnLauncher:
             proc = subprocess.Popen(
                 [self._python, "-m", "kscperf.worker", spec_path, result_path],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
-                env=worker_environment())
+                env=worker_environment(self._env))
         self._current = proc.pid
         try:
             deadline = None if timeout_s is None else t0 + timeout_s
@@ -198,8 +213,9 @@ class ForkLauncher:
     name = "fork"
 
     def __init__(self, python: str = sys.executable, log_path: str | None = None,
-                 preload_compilers: bool = True) -> None:
+                 preload_compilers: bool = True, env: dict[str, str] | None = None) -> None:
         self._python = python
+        self._env = env
         # The zygote's own stderr: kept only when it fails to start, to be read.
         self._log_path = log_path or os.path.join(tempfile.gettempdir(),
                                                   f"kscperf-zygote-{os.getpid()}.log")
@@ -215,7 +231,7 @@ class ForkLauncher:
                 [self._python, "-m", "kscperf.worker", "--serve", *self._serve_args],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, stderr=log, start_new_session=True,
-                env=worker_environment())
+                env=worker_environment(self._env))
         assert self._proc.stdout is not None
         self._lines = _Lines(self._proc.stdout.fileno())
         line = self._lines.read(time.perf_counter() + _ZYGOTE_START_TIMEOUT_S)
@@ -240,7 +256,7 @@ class ForkLauncher:
                 # run: every worker is spawned instead, and fails or not on its own.
                 with open(log_path, "ab") as log:
                     log.write(f"kscperf: fork server unavailable, spawning: {exc}\n".encode())
-                self._fallback = SpawnLauncher(self._python)
+                self._fallback = SpawnLauncher(self._python, self._env)
         if self._fallback is not None:
             return self._fallback.launch(spec_path, result_path, log_path, timeout_s,
                                          max_rss_bytes)
@@ -313,13 +329,18 @@ class ForkLauncher:
         self._proc = None
 
 
-def make_launcher(isolation: str, preload_compilers: bool = True) -> Launcher:
-    """`fork` where the platform has fork(), else (or on request) `spawn`. The zygote
-    preloads torch.compile's modules only when `preload_compilers` (the plan uses a
-    compiler), since they take seconds to import."""
+def make_launcher(isolation: str, preload_compilers: bool = True,
+                  python: str = sys.executable, env: dict[str, str] | None = None) -> Launcher:
+    """`fork` where the platform has fork(), else (or on request) `spawn`, of workers run by
+    `python` with `env` added to their environment. The zygote preloads torch.compile's
+    modules only when `preload_compilers` (the plan uses a compiler), since they take
+    seconds to import."""
+    env = python_environment(python, env)
     if isolation == "fork" and hasattr(os, "fork") and sys.platform.startswith("linux"):
-        return ForkLauncher(preload_compilers=preload_compilers)
-    return SpawnLauncher()
+        # Each launcher has its own zygote, so its log needs a name of its own.
+        log = os.path.join(tempfile.gettempdir(), f"kscperf-zygote-{os.getpid()}-{id(env)}.log")
+        return ForkLauncher(python, log, preload_compilers=preload_compilers, env=env)
+    return SpawnLauncher(python, env)
 
 
 @dataclass(frozen=True)
@@ -461,6 +482,51 @@ def _remember_loops(loops: dict[str, dict[str, int]], result: CellResult) -> Non
             loops.setdefault(result.name, {}).setdefault(c.config, c.loops)
 
 
+def _cell_spec(cell: PlannedCell, process_index: int, options: RunOptions,
+               loops: dict[str, dict[str, int]], turns: tuple[str, ...] = ()) -> CellSpec:
+    timeout = cell.model.timeout_s or options.timeout_s
+    return CellSpec(
+        model=cell.model.name, tool=cell.tool, task=cell.task,
+        module_path=cell.model.module_path, process_index=process_index,
+        seed=options.seed, values=options.profile.values,
+        warmups=options.profile.warmups, min_time=options.profile.min_time,
+        loops=tuple(sorted(loops.get(cell.name, {}).items())),
+        check_only=options.check_only, tool_plugins=options.tool_plugins,
+        jacobian_max_elements=options.jacobian_max_elements,
+        compile_cache=options.compile_cache, affinity=options.affinity, turns=turns,
+        # A partner that holds its turn this long is hung or compiling: go on alone, well
+        # before this worker's own timeout.
+        turn_wait_s=_TURN_WAIT_S if timeout is None else min(_TURN_WAIT_S, timeout / 4))
+
+
+_TURN_WAIT_S = 60.0
+
+
+def _write_spec(spec: CellSpec, stem: str) -> tuple[str, str, str]:
+    spec_path, result_path, log_path = stem + ".spec.json", stem + ".result.json", stem + ".log"
+    with open(spec_path, "w", encoding="utf-8") as fp:
+        json.dump(spec.to_dict(), fp)
+    return spec_path, result_path, log_path
+
+
+def _launch_cell(launcher: Launcher, cell: PlannedCell, spec: CellSpec, stem: str,
+                 options: RunOptions) -> CellResult:
+    spec_path, result_path, log_path = _write_spec(spec, stem)
+    timeout = cell.model.timeout_s or options.timeout_s
+    outcome = launcher.launch(spec_path, result_path, log_path, timeout, options.max_rss_bytes)
+    return _outcome_result(spec, outcome, result_path, log_path, timeout,
+                           options.max_rss_bytes)
+
+
+def _resume_state(rounds: list[tuple[int, PlannedCell]], prior: Sequence[CellResult]
+                  ) -> tuple[list[tuple[int, PlannedCell]], dict[str, dict[str, int]]]:
+    done = {(r.name, r.process_index) for r in prior}
+    loops: dict[str, dict[str, int]] = {}
+    for r in prior:
+        _remember_loops(loops, r)
+    return [(p, c) for p, c in rounds if (c.name, p) not in done], loops
+
+
 def run_cells(rounds: list[tuple[int, PlannedCell]], options: RunOptions, launcher: Launcher,
               *, on_result: Callable[[Progress], None] | None = None,
               prior: Sequence[CellResult] = (),
@@ -470,37 +536,17 @@ def run_cells(rounds: list[tuple[int, PlannedCell]], options: RunOptions, launch
     --resume) are not run again, and their calibrated loops are reused. KeyboardInterrupt
     propagates after the current worker's process group is killed; the results gathered so
     far have already been handed to `on_result`."""
-    done = {(r.name, r.process_index) for r in prior}
-    loops: dict[str, dict[str, int]] = {}
-    for r in prior:
-        _remember_loops(loops, r)
-    todo = [(p, c) for p, c in rounds if (c.name, p) not in done]
+    todo, loops = _resume_state(rounds, prior)
     results: list[CellResult] = []
     t_start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="kscperf-", dir=work_dir) as tmp:
         for index, (process_index, cell) in enumerate(todo):
-            spec = CellSpec(
-                model=cell.model.name, tool=cell.tool, task=cell.task,
-                module_path=cell.model.module_path, process_index=process_index,
-                seed=options.seed, values=options.profile.values,
-                warmups=options.profile.warmups, min_time=options.profile.min_time,
-                loops=tuple(sorted(loops.get(cell.name, {}).items())),
-                check_only=options.check_only, tool_plugins=options.tool_plugins,
-                jacobian_max_elements=options.jacobian_max_elements,
-                compile_cache=options.compile_cache, affinity=options.affinity)
+            spec = _cell_spec(cell, process_index, options, loops)
             if cell.skip_reason:
                 result = _skipped(spec, cell.skip_reason)
             else:
-                stem = os.path.join(tmp, f"{index:05d}")
-                spec_path, result_path, log_path = stem + ".spec.json", stem + ".result.json", \
-                    stem + ".log"
-                with open(spec_path, "w", encoding="utf-8") as fp:
-                    json.dump(spec.to_dict(), fp)
-                timeout = cell.model.timeout_s or options.timeout_s
-                outcome = launcher.launch(spec_path, result_path, log_path, timeout,
-                                          options.max_rss_bytes)
-                result = _outcome_result(spec, outcome, result_path, log_path, timeout,
-                                         options.max_rss_bytes)
+                result = _launch_cell(launcher, cell, spec, os.path.join(tmp, f"{index:05d}"),
+                                      options)
                 _remember_loops(loops, result)
             results.append(result)
             elapsed = time.perf_counter() - t_start
@@ -510,3 +556,91 @@ def run_cells(rounds: list[tuple[int, PlannedCell]], options: RunOptions, launch
                 on_result(Progress(index + 1, len(todo), cell, process_index, result, elapsed,
                                    eta))
     return results
+
+
+def _run_pair(launchers: tuple[Launcher, Launcher], cell: PlannedCell, process_index: int,
+              options: RunOptions, loops: tuple[dict[str, dict[str, int]], ...], stem: str,
+              first: int) -> tuple[CellResult, CellResult]:
+    """One cell's process `process_index` in both builds at once, taking turns: side
+    `first` starts with the turn. Each side is told when the other has ended."""
+    import threading
+
+    fifos = (stem + ".turn0", stem + ".turn1")
+    for path in fifos:
+        os.mkfifo(path, 0o600)
+    # Opened read-write here for the pair's whole life: no open() by a worker ever blocks,
+    # and a worker that dies cannot leave its partner's reads at end of file.
+    fds = [os.open(path, os.O_RDWR) for path in fifos]
+    results: list[CellResult | None] = [None, None]
+    errors: list[BaseException] = []
+
+    def side(i: int) -> None:
+        try:
+            spec = _cell_spec(cell, process_index, options, loops[i],
+                              turns=(fifos[i], fifos[1 - i]))
+            results[i] = _launch_cell(launchers[i], cell, spec, f"{stem}.{i}", options)
+        finally:
+            os.write(fds[1 - i], _PARTNER_ENDED)
+
+    def other_side() -> None:
+        try:
+            side(1)
+        except BaseException as exc:  # raised again in the calling thread
+            errors.append(exc)
+
+    try:
+        os.write(fds[first], _TURN)
+        other = threading.Thread(target=other_side, daemon=True)
+        other.start()
+        try:
+            side(0)
+            other.join()
+        except BaseException:
+            # Ctrl-C (only this thread sees signals): kill the other build's worker too.
+            launchers[1].close()
+            other.join(timeout=30)
+            raise
+    finally:
+        for fd in fds:
+            os.close(fd)
+    if errors:
+        raise errors[0]
+    assert results[0] is not None and results[1] is not None
+    return results[0], results[1]
+
+
+# The worker's protocol bytes (kscperf.worker.TURN, PARTNER_ENDED), repeated here because the
+# orchestrator must not import the worker (it imports torch).
+_TURN = b"t"
+_PARTNER_ENDED = b"e"
+
+
+def run_cells_lockstep(rounds: list[tuple[int, PlannedCell]], options: RunOptions,
+                       launchers: tuple[Launcher, Launcher], *,
+                       on_result: Callable[[int, Progress], None] | None = None,
+                       work_dir: str | None = None) -> tuple[list[CellResult], list[CellResult]]:
+    """Run every (process index, cell) of `rounds` in two builds at once, one launcher per
+    build: the two workers of a pair take turns, one timed value each, so that both builds
+    meet the same state of the machine; nothing else of one runs while the other times.
+    The build that starts alternates with the process index. Returns each build's results
+    in `rounds` order; `on_result(build_index, progress)` is told of each as it ends."""
+    loops: tuple[dict[str, dict[str, int]], ...] = ({}, {})
+    out: tuple[list[CellResult], list[CellResult]] = ([], [])
+    t_start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="kscperf-ab-", dir=work_dir) as tmp:
+        for index, (process_index, cell) in enumerate(rounds):
+            if cell.skip_reason:
+                pair = tuple(_skipped(_cell_spec(cell, process_index, options, loops[i]),
+                                      cell.skip_reason) for i in (0, 1))
+            else:
+                pair = _run_pair(launchers, cell, process_index, options, loops,
+                                 os.path.join(tmp, f"{index:05d}"), first=process_index % 2)
+            elapsed = time.perf_counter() - t_start
+            eta = elapsed / (index + 1) * (len(rounds) - index - 1)
+            for i, result in enumerate(pair):
+                _remember_loops(loops[i], result)
+                out[i].append(result)
+                if on_result is not None:
+                    on_result(i, Progress(index + 1, len(rounds), cell, process_index, result,
+                                          elapsed, eta))
+    return out

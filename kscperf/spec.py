@@ -59,6 +59,11 @@ class CellSpec:
     `loops` maps config names to a loop count already calibrated by an earlier process of
     the same cell (pyperf calibrates once and reuses it); configs missing from it are
     calibrated here.
+
+    `turns`, set only by `run-benchmarks ab`, names two FIFOs (this worker's, its partner's):
+    the worker runs only while it holds the turn, and hands it over after each timed value,
+    so that the two builds' workers alternate value by value. A worker that waits longer
+    than `turn_wait_s` for its turn goes on alone.
     """
 
     model: str
@@ -76,6 +81,8 @@ class CellSpec:
     jacobian_max_elements: int = 1_000_000
     compile_cache: str = "warm"
     affinity: tuple[int, ...] = ()
+    turns: tuple[str, ...] = ()
+    turn_wait_s: float = 60.0
 
     @property
     def name(self) -> str:
@@ -86,6 +93,7 @@ class CellSpec:
         d["loops"] = [list(item) for item in self.loops]
         d["tool_plugins"] = list(self.tool_plugins)
         d["affinity"] = list(self.affinity)
+        d["turns"] = list(self.turns)
         return d
 
     @classmethod
@@ -94,6 +102,7 @@ class CellSpec:
         d["loops"] = tuple((str(k), int(v)) for k, v in d.get("loops", ()))
         d["tool_plugins"] = tuple(d.get("tool_plugins", ()))
         d["affinity"] = tuple(int(c) for c in d.get("affinity", ()))
+        d["turns"] = tuple(str(p) for p in d.get("turns", ()))
         return cls(**d)
 
 

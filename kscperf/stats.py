@@ -41,6 +41,18 @@ per kind: run time, compile, prep, memory); when nothing changed this bounds the
 *any* false verdict in a family by `ALPHA`, and when many benchmarks really changed it keeps
 the expected share of false ones below `ALPHA`.
 
+*Builds measured in lockstep* (`run-benchmarks ab`, `compare_paired_samples`). On a shared
+machine the speed of a CPU switches between states for milliseconds to seconds at a time (on
+the 2-core VM this was built on, one fixed workload ran 1.5x slower about half the time, in
+stretches of 10 ms to 7 s; tools/truth-check measures it). Processes of two builds run one
+after the other see different stretches, and no test on separate runs can resolve 20 % then.
+`ab` makes two processes, one per build, take turns value by value, so value j of BASE and
+value j of NEW are neighbours in time. Each process pair gives one number, the median of
+log(NEW_j / BASE_j), and the pairs (processes) are the replicates of a one-sample t-test:
+the machine's state cancels inside a pair and only what is left varies between pairs. The
+ratio is then exp(mean of the pair numbers), which is not exactly the ratio of the medians
+shown beside it.
+
 Finally nothing under a minimum effect (`DEFAULT_MIN_EFFECT`, 5 %) is a change however
 significant: `classify_change` needs both.
 
@@ -81,6 +93,7 @@ __all__ = [
     "process_medians",
     "ratio_of_medians",
     "compare_samples",
+    "compare_paired_samples",
     "adjust_p_values",
     "classify_change",
     "min_detectable_effect",
@@ -116,8 +129,9 @@ class RatioEstimate:
     p-value of the test that there is no difference, and the standard error and degrees of
     freedom of log(ratio) that the interval and `min_detectable_effect` use.
 
-    `method` is "processes" (Welch t on per-process medians), "values" (pooled values:
-    Mann-Whitney U and a bootstrap interval) or "none" (a side had no usable value: every
+    `method` is "processes" (Welch t on per-process medians), "pairs" (a t-test on the paired
+    log ratios of lockstep processes), "values" (pooled values: Mann-Whitney U and a
+    bootstrap interval) or "none" (a side had no usable value: every
     number is NaN). `n_base`/`n_new` count the units tested: processes or values.
     """
 
@@ -258,6 +272,46 @@ def compare_samples(base_runs: Sequence[Sequence[float]], new_runs: Sequence[Seq
         return _welch_on_process_medians(ratio, process_medians(base), process_medians(new),
                                          alpha)
     return _pooled(ratio, pooled_b, pooled_n, alpha)
+
+
+def _paired_log_ratio(base: list[float], new: list[float]) -> float:
+    # Value j of each build was timed in alternate turns with value j of the other, so the
+    # two saw the same state of the machine; the median is robust to the odd pair that a
+    # change of that state split.
+    n = min(len(base), len(new))
+    return statistics.median(math.log(new[j] / base[j]) for j in range(n))
+
+
+def compare_paired_samples(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], *,
+                           alpha: float = ALPHA) -> RatioEstimate:
+    """NEW/BASE for one benchmark measured in lockstep (`run-benchmarks ab`): `pairs` holds,
+    per process index, (BASE values, NEW values) of two worker processes that took turns, one
+    value each, on the same machine.
+
+    Promises: each pair is summarised by the median over j of log(NEW value j / BASE value j);
+    with two or more usable pairs, `ratio` is exp(mean of those), the interval and p-value come
+    from a one-sample t-test on them (k - 1 degrees of freedom, method "pairs"), and the
+    interval contains the ratio. With fewer pairs it is `compare_samples` on the same values,
+    unpaired. Values that are not positive and finite are dropped before pairing.
+    """
+    usable = [(b, n) for b, n in ((_positive(b), _positive(n)) for b, n in pairs) if b and n]
+    if len(usable) < 2:
+        return compare_samples([b for b, _ in pairs], [n for _, n in pairs], alpha=alpha)
+    from scipy import stats as sps
+
+    logs = [_paired_log_ratio(b, n) for b, n in usable]
+    k = len(logs)
+    mean = statistics.fmean(logs)
+    ratio = math.exp(mean)
+    se = statistics.stdev(logs) / math.sqrt(k)
+    if se == 0.0:
+        p = 1.0 if mean == 0.0 else 0.0
+        return RatioEstimate(ratio, ratio, ratio, p, 0.0, math.inf, "pairs", k, k)
+    df = float(k - 1)
+    p = float(2.0 * sps.t.sf(abs(mean) / se, df))
+    half = float(sps.t.ppf(1.0 - alpha / 2.0, df)) * se
+    return RatioEstimate(ratio, ratio * math.exp(-half), ratio * math.exp(half), p, se, df,
+                         "pairs", k, k)
 
 
 def adjust_p_values(p_values: Sequence[float]) -> list[float]:

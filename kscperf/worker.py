@@ -12,6 +12,7 @@ exists to be broken by fork()), then forks one fresh child per request read from
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 import os
@@ -267,11 +268,13 @@ def _run_config(spec: CellSpec, model: ResolvedModel, name: str, config: tuple[A
 
 
 def run_cell(spec: CellSpec, clock: measure.TimeLoops | None = None,
-             on_config: Callable[[CellResult], None] | None = None) -> CellResult:
+             on_config: Callable[[CellResult], None] | None = None,
+             turns: _Turns | None = None) -> CellResult:
     """Run every config of one cell in this process; never raises for anything the
     definitions, the tool or the inputs do: that becomes the result's status.
     `on_config` is handed the result so far after each config, so that a crash or a kill
-    later in the cell loses nothing already measured."""
+    later in the cell loses nothing already measured. With `turns` (held on entry), the turn
+    is handed to the partner after every timed value."""
     t_start = time.perf_counter()
     if spec.affinity:
         # Pinned: one intra-op thread per CPU given, so threads never share a core.
@@ -313,6 +316,8 @@ def run_cell(spec: CellSpec, clock: measure.TimeLoops | None = None,
             compile_s = None
         del example
         clock = clock or (measure.cuda_clock() if device == "cuda" else measure.cpu_clock())
+        if turns is not None:
+            clock = _taking_turns(clock, turns)
         loops = dict(spec.loops)
         done: list[ConfigResult] = []
         for name, config in configs:
@@ -330,6 +335,49 @@ def run_cell(spec: CellSpec, clock: measure.TimeLoops | None = None,
     except Exception as exc:
         return CellResult.for_spec(spec, _status_for(exc), f"{_message(exc)}{_where(exc)}",
                                    phase, metadata=metadata)
+
+
+# The bytes of the turn-taking protocol of `run-benchmarks ab` (see CellSpec.turns): the
+# turn itself, and the orchestrator's word that the partner has ended.
+TURN = b"t"
+PARTNER_ENDED = b"e"
+
+
+class _Turns:
+    """This worker's side of a lockstep pair: it runs only while it holds the turn."""
+
+    def __init__(self, mine: str, partner: str, wait_s: float) -> None:
+        # O_RDWR: opening a FIFO so never blocks, and the orchestrator holds both ends open.
+        self._mine = os.open(mine, os.O_RDWR)
+        self._partner = os.open(partner, os.O_RDWR)
+        self._wait_s = wait_s
+        self.alone = False
+
+    def take(self) -> None:
+        """Wait for the turn; after `wait_s`, or once the partner has ended, go on alone."""
+        import select
+
+        if self.alone:
+            return
+        ready, _, _ = select.select([self._mine], [], [], self._wait_s)
+        if not ready or os.read(self._mine, 1) != TURN:
+            self.alone = True
+
+    def hand_over(self) -> None:
+        """Give the turn to the partner and wait for it to come back."""
+        if not self.alone:
+            os.write(self._partner, TURN)
+            self.take()
+
+
+def _taking_turns(clock: measure.TimeLoops, turns: _Turns) -> measure.TimeLoops:
+    def time_loops(fn: Callable[[], Any], loops: int) -> tuple[float, float | None]:
+        timed = clock(fn, loops)
+        # Outside the timed loop: the partner times its next value while this one waits.
+        turns.hand_over()
+        return timed
+
+    return time_loops
 
 
 def _write_atomic(path: str, data: dict[str, Any]) -> None:
@@ -351,9 +399,18 @@ def main(spec_path: str, result_path: str) -> int:
         os.environ["TRITON_CACHE_DIR"] = os.path.join(cache, "triton")
     global _phase_path
     _phase_path = phase_path(result_path)
+    turns = None
+    if spec.turns:
+        turns = _Turns(spec.turns[0], spec.turns[1], spec.turn_wait_s)
+        turns.take()
     try:
         result = run_cell(spec, on_config=lambda partial: _write_atomic(
-            partial_result_path(result_path), partial.to_dict()))
+            partial_result_path(result_path), partial.to_dict()), turns=turns)
+        if turns is not None:
+            # Whether some values were timed without the partner alternating (it ended
+            # first, or kept the turn past turn_wait_s).
+            result = dataclasses.replace(result, metadata={**result.metadata,
+                                                           "lockstep_alone": turns.alone})
         _write_atomic(result_path, result.to_dict())
     finally:
         if cache is not None:

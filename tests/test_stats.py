@@ -216,3 +216,68 @@ def test_geometric_mean_interval() -> None:
     gm, low, high = stats.geometric_mean_interval([1.2, 0.9], [0.01, math.nan], [4.0, 4.0])
     assert math.isfinite(gm) and math.isnan(low) and math.isnan(high)
     assert all(math.isnan(x) for x in stats.geometric_mean_interval([], [], []))
+
+
+def _lockstep_pairs(rng: random.Random, *, scale: float, processes: int = 3, values: int = 10,
+                    slow_factor: float = 1.5, switch: float = 0.2, value_sd: float = 0.01
+                    ) -> list[tuple[list[float], list[float]]]:
+    """Two builds taking turns on a machine that switches between a fast and a slow state
+    (Markov, `switch` chance per turn): neighbouring values mostly share the state."""
+    pairs = []
+    slow = rng.random() < 0.5
+    for _ in range(processes):
+        base, new = [], []
+        for _ in range(values):
+            for side, out in ((1.0, base), (scale, new)):
+                if rng.random() < switch / 2:
+                    slow = not slow
+                out.append(side * (slow_factor if slow else 1.0)
+                           * math.exp(rng.gauss(0.0, value_sd)))
+        pairs.append((base, new))
+    return pairs
+
+
+def test_lockstep_pairs_resolve_20_percent_that_unpaired_processes_cannot() -> None:
+    rng = random.Random(7)
+    found_paired = found_unpaired = 0
+    for _ in range(20):
+        pairs = _lockstep_pairs(rng, scale=1.2)
+        paired = stats.compare_paired_samples(pairs)
+        assert paired.method == "pairs" and (paired.n_base, paired.n_new) == (3, 3)
+        assert paired.df == 2
+        assert paired.low <= paired.ratio <= paired.high
+        found_paired += paired.p_value < stats.ALPHA and paired.low > 1.1
+        unpaired = stats.compare_samples([b for b, _ in pairs], [n for _, n in pairs])
+        found_unpaired += unpaired.p_value < stats.ALPHA and unpaired.low > 1.0
+    assert found_paired >= 19
+    assert found_unpaired <= 12
+
+
+def test_lockstep_pairs_of_one_build_rarely_differ() -> None:
+    rng = random.Random(8)
+    p_values = [stats.compare_paired_samples(_lockstep_pairs(rng, scale=1.0)).p_value
+                for _ in range(300)]
+    assert sum(p < stats.ALPHA for p in p_values) <= 0.09 * len(p_values)
+
+
+def test_paired_estimate_is_the_mean_of_per_pair_median_log_ratios() -> None:
+    pairs = [([1.0, 2.0, 1.0], [1.1, 2.4, 1.1]), ([3.0, 3.0], [3.3, 3.6]),
+             ([1.0], [1.2])]
+    logs = [math.log(1.1), stats.median([math.log(1.1), math.log(1.2)]), math.log(1.2)]
+    est = stats.compare_paired_samples(pairs)
+    assert est.ratio == pytest.approx(math.exp(sum(logs) / 3))
+    se = sps.tstd(logs) / math.sqrt(3)
+    assert est.se_log == pytest.approx(se)
+    t = sps.t.ppf(0.975, 2)
+    assert est.high == pytest.approx(est.ratio * math.exp(t * se))
+
+
+def test_paired_falls_back_to_unpaired_with_one_pair_and_drops_unusable_values() -> None:
+    rng = random.Random(9)
+    base, new = _runs(rng, processes=1), _runs(rng, processes=1, scale=1.2)
+    one = stats.compare_paired_samples([(base[0], new[0]), ([], [1.0])])
+    assert one == stats.compare_samples([base[0], []], [new[0], [1.0]])
+    assert one.method == "values"
+    exact = stats.compare_paired_samples([([1.0, -1.0, math.nan], [2.0, 2.0]), ([1.0], [2.0])])
+    assert exact.method == "pairs" and exact.ratio == pytest.approx(2.0)
+    assert exact.p_value == 0.0 and exact.low == exact.high == exact.ratio
