@@ -161,7 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run every cell in two builds at once, their workers taking turns value "
                     "by value, write one results file per build, and print the comparison. "
                     "Pairing cancels the drift of a shared machine that separate runs cannot "
-                    "(see README, 'Two builds in lockstep').")
+                    "(see README, 'Two builds in lockstep'). Without --affinity, both builds' "
+                    "workers run on the last CPU available, with one torch thread.")
     _add_selection(ab)
     _add_execution(ab)
     _add_timing(ab)
@@ -462,6 +463,10 @@ def cmd_ab(args: argparse.Namespace) -> int:
     from kscperf.formatting import format_comparison, format_seconds
 
     builds = _ab_builds(args)
+    if not args.affinity and hasattr(os, "sched_getaffinity"):
+        # Both builds' workers on one CPU: a pair must meet the same state of the machine,
+        # and a CPU left idle while the partner runs elsewhere is where a VM loses speed.
+        args.affinity = (max(os.sched_getaffinity(0)),)
     cells, problems, _ = _select(args)
     profile_name, profile = _profile(args)
     out_dir = args.output_dir or os.path.join("results", time.strftime("ab-%Y%m%d-%H%M%S"))

@@ -352,6 +352,9 @@ class _Turns:
         self._partner = os.open(partner, os.O_RDWR)
         self._wait_s = wait_s
         self.alone = False
+        # Timed values (calibration and warmups too) taken while the partner did not
+        # alternate: after it ended, or after it kept the turn past wait_s.
+        self.unpaired_values = 0
 
     def take(self) -> None:
         """Wait for the turn; after `wait_s`, or once the partner has ended, go on alone."""
@@ -372,6 +375,7 @@ class _Turns:
 
 def _taking_turns(clock: measure.TimeLoops, turns: _Turns) -> measure.TimeLoops:
     def time_loops(fn: Callable[[], Any], loops: int) -> tuple[float, float | None]:
+        turns.unpaired_values += turns.alone
         timed = clock(fn, loops)
         # Outside the timed loop: the partner times its next value while this one waits.
         turns.hand_over()
@@ -407,10 +411,8 @@ def main(spec_path: str, result_path: str) -> int:
         result = run_cell(spec, on_config=lambda partial: _write_atomic(
             partial_result_path(result_path), partial.to_dict()), turns=turns)
         if turns is not None:
-            # Whether some values were timed without the partner alternating (it ended
-            # first, or kept the turn past turn_wait_s).
-            result = dataclasses.replace(result, metadata={**result.metadata,
-                                                           "lockstep_alone": turns.alone})
+            result = dataclasses.replace(result, metadata={
+                **result.metadata, "lockstep_unpaired_values": turns.unpaired_values})
         _write_atomic(result_path, result.to_dict())
     finally:
         if cache is not None:

@@ -1,0 +1,139 @@
+"""The lockstep of `run-benchmarks ab`: two workers, one per build, take turns value by value;
+one that ends, crashes or hangs never holds the other up for long, and the survivor's values
+are kept. Real FIFOs, real threads and real worker processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from kscperf import orchestrator
+from kscperf.worker import PARTNER_ENDED, TURN, _taking_turns, _Turns
+
+WORK = Path(__file__).parent / "fixtures" / "work" / "work.py"
+
+
+def _fifos(tmp_path: Path) -> tuple[tuple[str, str], list[int]]:
+    paths = (str(tmp_path / "turn0"), str(tmp_path / "turn1"))
+    for p in paths:
+        os.mkfifo(p)
+    return paths, [os.open(p, os.O_RDWR) for p in paths]
+
+
+def test_protocol_bytes_match_the_orchestrators() -> None:
+    assert (TURN, PARTNER_ENDED) == (orchestrator._TURN, orchestrator._PARTNER_ENDED)
+
+
+def test_two_sides_alternate_one_timed_value_each(tmp_path: Path) -> None:
+    paths, fds = _fifos(tmp_path)
+    events: list[tuple[int, float, float]] = []
+
+    def clock_for(side: int):  # a clock that sleeps instead of timing, and logs when
+        def clock(fn, loops):
+            t0 = time.perf_counter()
+            time.sleep(0.003)
+            events.append((side, t0, time.perf_counter()))
+            return 0.003, None
+        return clock
+
+    def run(side: int) -> None:
+        turns = _Turns(paths[side], paths[1 - side], wait_s=30)
+        turns.take()
+        clock = _taking_turns(clock_for(side), turns)
+        for _ in range(8):
+            clock(lambda: None, 1)
+        os.write(fds[1 - side], PARTNER_ENDED)  # what the orchestrator does when one ends
+        assert turns.unpaired_values <= 1
+
+    os.write(fds[1], TURN)  # side 1 starts
+    threads = [threading.Thread(target=run, args=(s,)) for s in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    sides = [side for side, _, _ in sorted(events, key=lambda e: e[1])]
+    assert sides == [1, 0] * 8
+    ordered = sorted(events, key=lambda e: e[1])
+    assert all(a[2] <= b[1] for a, b in zip(ordered, ordered[1:])), "timed values overlapped"
+
+
+def test_a_partner_that_keeps_the_turn_is_left_after_the_wait(tmp_path: Path) -> None:
+    paths, _ = _fifos(tmp_path)
+    turns = _Turns(paths[0], paths[1], wait_s=0.2)
+    t0 = time.perf_counter()
+    turns.take()  # nobody ever hands the turn over
+    assert turns.alone and 0.15 < time.perf_counter() - t0 < 5
+    clock = _taking_turns(lambda fn, loops: (1.0, None), turns)
+    assert clock(lambda: None, 1) == (1.0, None)
+    assert turns.unpaired_values == 1
+
+
+def test_an_ended_partner_lets_the_other_go_on_alone(tmp_path: Path) -> None:
+    paths, fds = _fifos(tmp_path)
+    os.write(fds[0], PARTNER_ENDED)
+    turns = _Turns(paths[0], paths[1], wait_s=30)
+    t0 = time.perf_counter()
+    turns.take()
+    turns.hand_over()
+    assert turns.alone and time.perf_counter() - t0 < 5
+
+
+def _ab(tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str], dict, dict]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "kscperf", "ab", str(WORK), "--tools", "pt,ptnice", "--tasks",
+         "inference", "--processes", "2", "--values", "4", "-q", "-o", str(tmp_path / "ab"),
+         "--format", "json", "--fail-on-regression", *extra],
+        capture_output=True, text=True, timeout=300)
+    base = json.loads((tmp_path / "ab" / "base.json").read_text())
+    new = json.loads((tmp_path / "ab" / "new.json").read_text())
+    return proc, base, new
+
+
+def _statuses(doc: dict) -> dict[str, str]:
+    return {c["tool"]: c["status"] for c in doc["kscperf"]["cells"]}
+
+
+def test_a_build_that_crashes_is_failing_now_and_the_other_keeps_its_values(
+        tmp_path: Path) -> None:
+    proc, base, new = _ab(tmp_path, "--new-env", "KSCPERF_TEST_WORK_FAULT=crash")
+    assert proc.returncode == 1, proc.stderr
+    assert _statuses(base) == {"pt": "ok", "ptnice": "ok"}
+    assert _statuses(new) == {"pt": "ok", "ptnice": "crashed"}
+    verdicts = {r["name"]: r["verdict"] for r in json.loads(proc.stdout)["benchmarks"]}
+    assert verdicts["work/ptnice/inference/4096"] == "failing-now", verdicts
+    assert verdicts["work/pt/inference/4096"] == "same"
+    for run in base["kscperf"]["runs"]:
+        assert len(run["configs"][0]["values"]) == 4
+        assert run["metadata"]["lockstep_unpaired_values"] >= 0
+    assert base["metadata"]["lockstep_id"] == new["metadata"]["lockstep_id"]
+    assert (base["metadata"]["lockstep_role"], new["metadata"]["lockstep_role"]) == \
+        ("base", "new")
+    assert new["metadata"]["build_env"] == "KSCPERF_TEST_WORK_FAULT=crash"
+
+
+def test_a_build_that_hangs_times_out_alone(tmp_path: Path) -> None:
+    t0 = time.perf_counter()
+    proc, base, new = _ab(tmp_path, "--new-env", "KSCPERF_TEST_WORK_FAULT=hang",
+                          "--timeout", "8", "-k", "ptnice")
+    assert time.perf_counter() - t0 < 120
+    assert proc.returncode == 1, proc.stderr
+    assert _statuses(base) == {"ptnice": "ok"}
+    assert _statuses(new) == {"ptnice": "timeout"}
+
+
+def test_ab_refuses_bad_builds_in_one_line(tmp_path: Path) -> None:
+    for args, culprit in ((["--new-python", str(tmp_path / "nope")], "--new-python"),
+                          (["--base-build", "x", "--new-build", "x"], "'x'"),
+                          (["--new-env", "NOEQUALS"], "NAME=VALUE")):
+        proc = subprocess.run([sys.executable, "-m", "kscperf", "ab", str(WORK), *args,
+                               "-o", str(tmp_path / "refused")],
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2, (args, proc.stderr)
+        last = proc.stderr.strip().splitlines()[-1]
+        assert culprit in last and "Traceback" not in proc.stderr
+        assert not (tmp_path / "refused").exists()
