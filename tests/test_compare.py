@@ -363,3 +363,36 @@ def test_pyperf_compare_to_still_reads_the_files(files: dict[str, Path]) -> None
     assert done.returncode == 0, done.stderr
     assert "vrelu3/compiled/fwd/1024" in done.stdout
     assert "slower" in done.stdout
+
+
+def test_lockstep_files_are_compared_pair_by_pair(tmp_path: Path) -> None:
+    # The same seed gives both builds the same process effects (a machine state shared by
+    # each pair, 30 % from process to process), only NEW's compiled tool does 20 % more work.
+    noisy = dict(seed=11, process_sd=0.3, models=("vrelu3",), tasks=("fwd",))
+    lockstep = {"lockstep_id": "abc123"}
+    paths = {}
+    for name, md, factor in (
+            ("base", dict(lockstep, lockstep_role="base"), lambda *k: 1.0),
+            ("new", dict(lockstep, lockstep_role="new", torch_version="2.14.0"),
+             _compiled_20_percent)):
+        paths[name] = synthetic.write_build(str(tmp_path / f"{name}.json"), name,
+                                            metadata_overrides=md, factor=factor, **noisy)
+    base, new = load_results(paths["base"]), load_results(paths["new"])
+    comparison = compare_builds(base, new)  # a torch upgrade is what an ab run may compare
+    for r in comparison.rows:
+        if r.kind != "time":
+            continue
+        assert r.method == "pairs", r
+        if r.tool == "compiled":
+            assert r.verdict == Verdict.SLOWER and r.ratio == pytest.approx(1.2)
+        else:
+            assert r.verdict == Verdict.SAME and r.ratio == pytest.approx(1.0)
+
+    # The same files without their lockstep: unpaired, the 30 % process noise hides it all.
+    for loaded_file in (base, new):
+        del loaded_file.metadata["lockstep_id"]
+    with pytest.raises(KscperfError, match="torch versions"):
+        compare_builds(base, new)
+    unpaired = compare_builds(base, new, force=True)
+    assert {r.method for r in unpaired.rows if r.kind == "time"} == {"processes"}
+    assert not _verdicts(unpaired, Verdict.SLOWER, Verdict.FASTER)
