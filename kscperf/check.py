@@ -11,7 +11,7 @@ overridable per model with `B_tolerances`.
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
 
@@ -29,7 +29,7 @@ DEFAULT_TOLERANCES: dict[str, dict[str, float]] = {
 }
 
 
-def tolerance_for(dtype: torch.dtype, overrides: Mapping[str, Mapping[str, float]]) -> tuple[float, float]:
+def tolerance_for(dtype: torch.dtype, overrides: Mapping[str, Any]) -> tuple[float, float]:
     """(rtol, atol) for inputs of `dtype`, with a model's `B_tolerances` taking precedence.
 
     `overrides` may be keyed by dtype name ({"float32": {"rtol": ..}}) or flat

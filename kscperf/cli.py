@@ -274,7 +274,7 @@ def _build_metadata(args: argparse.Namespace, profile_name: str, profile: Any) -
     return md
 
 
-def _progress_printer(quiet: bool) -> Callable[[Any], None]:
+def _progress_printer(quiet: bool) -> Callable[..., None]:
     from kscperf.formatting import format_seconds, safe_text
 
     def show(p: Any, label: str = "") -> None:
@@ -288,8 +288,9 @@ def _progress_printer(quiet: bool) -> Callable[[Any], None]:
             reason = ": " + (bad.reason if bad else p.result.reason)
             reason = reason[:160]
         wall = f" {format_seconds(p.result.wall_s)}" if p.result.wall_s else ""
-        print(safe_text(f"[{p.done}/{p.total}{eta}] {label}{p.cell.name} #{p.process_index + 1} "
-                        f"{status}{wall}{reason}"), file=sys.stderr, flush=True)
+        print(safe_text(f"[{p.done}/{p.total}{eta}] {label}{p.cell.name} "
+                        f"#{p.process_index + 1} {status}{wall}{reason}"), file=sys.stderr,
+              flush=True)
 
     return show
 

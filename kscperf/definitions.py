@@ -225,10 +225,12 @@ class ResolvedModel:
     def function_for(self, kind: str) -> tuple[str, Callable[..., Any]] | None:
         """The function a tool of `kind` ("pytorch", "nice" or "source") takes, with its name;
         compilers ("source") fall back to the nice version, then to the reference."""
-        order = {"pytorch": [(REFERENCE_SUFFIX, self.reference)],
-                 "nice": [(NICE_SUFFIX, self.nice)],
-                 "source": [("", self.source), (NICE_SUFFIX, self.nice),
-                            (REFERENCE_SUFFIX, self.reference)]}[kind]
+        orders: dict[str, list[tuple[str, Callable[..., Any] | None]]] = {
+            "pytorch": [(REFERENCE_SUFFIX, self.reference)],
+            "nice": [(NICE_SUFFIX, self.nice)],
+            "source": [("", self.source), (NICE_SUFFIX, self.nice),
+                       (REFERENCE_SUFFIX, self.reference)]}
+        order = orders[kind]
         for suffix, fn in order:
             if fn is not None:
                 return self.name + suffix, fn

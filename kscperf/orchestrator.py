@@ -101,6 +101,11 @@ class Launcher(Protocol):
         resident memory goes over `max_rss_bytes`."""
         ...
 
+    def start(self) -> None:
+        """Start now what the launcher keeps running between launches (a fork server), which
+        the first launch would otherwise start; raises what `launch` falls back from."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -177,6 +182,9 @@ class SpawnLauncher:
         return LaunchOutcome(code, sig, timed_out, time.perf_counter() - t0, rusage.ru_maxrss,
                              over)
 
+    def start(self) -> None:
+        """Nothing to start: every launch is a new interpreter."""
+
     def close(self) -> None:
         if self._current is not None:
             _kill_group(self._current)
@@ -216,9 +224,13 @@ class ForkLauncher:
                  preload_compilers: bool = True, env: dict[str, str] | None = None) -> None:
         self._python = python
         self._env = env
-        # The zygote's own stderr: kept only when it fails to start, to be read.
-        self._log_path = log_path or os.path.join(tempfile.gettempdir(),
-                                                  f"kscperf-zygote-{os.getpid()}.log")
+        # The zygote's own stderr: kept only when it fails to start, to be read. One file
+        # per launcher: `ab` runs two zygotes at once.
+        if log_path is None:
+            fd, log_path = tempfile.mkstemp(prefix=f"kscperf-zygote-{os.getpid()}-",
+                                            suffix=".log")
+            os.close(fd)
+        self._log_path = log_path
         self._serve_args = [] if preload_compilers else ["--no-compilers"]
         self._proc: subprocess.Popen[bytes] | None = None
         self._lines: _Lines | None = None
@@ -322,10 +334,10 @@ class ForkLauncher:
                 self._proc.wait()
             if self._proc.stdout:
                 self._proc.stdout.close()
-            try:
-                os.unlink(self._log_path)
-            except OSError:
-                pass
+        try:
+            os.unlink(self._log_path)
+        except OSError:
+            pass
         self._proc = None
 
 
@@ -337,9 +349,7 @@ def make_launcher(isolation: str, preload_compilers: bool = True,
     seconds to import."""
     env = python_environment(python, env)
     if isolation == "fork" and hasattr(os, "fork") and sys.platform.startswith("linux"):
-        # Each launcher has its own zygote, so its log needs a name of its own.
-        log = os.path.join(tempfile.gettempdir(), f"kscperf-zygote-{os.getpid()}-{id(env)}.log")
-        return ForkLauncher(python, log, preload_compilers=preload_compilers, env=env)
+        return ForkLauncher(python, preload_compilers=preload_compilers, env=env)
     return SpawnLauncher(python, env)
 
 
@@ -482,6 +492,14 @@ def _remember_loops(loops: dict[str, dict[str, int]], result: CellResult) -> Non
             loops.setdefault(result.name, {}).setdefault(c.config, c.loops)
 
 
+# The longest a lockstep worker waits for its partner to hand the turn back (see
+# CellSpec.turn_wait_s), and the protocol bytes (kscperf.worker.TURN, PARTNER_ENDED),
+# repeated here because the orchestrator must not import the worker (it imports torch).
+_TURN_WAIT_S = 60.0
+_TURN = b"t"
+_PARTNER_ENDED = b"e"
+
+
 def _cell_spec(cell: PlannedCell, process_index: int, options: RunOptions,
                loops: dict[str, dict[str, int]], turns: tuple[str, ...] = ()) -> CellSpec:
     timeout = cell.model.timeout_s or options.timeout_s
@@ -498,8 +516,6 @@ def _cell_spec(cell: PlannedCell, process_index: int, options: RunOptions,
         # before this worker's own timeout.
         turn_wait_s=_TURN_WAIT_S if timeout is None else min(_TURN_WAIT_S, timeout / 4))
 
-
-_TURN_WAIT_S = 60.0
 
 
 def _write_spec(spec: CellSpec, stem: str) -> tuple[str, str, str]:
@@ -609,12 +625,6 @@ def _run_pair(launchers: tuple[Launcher, Launcher], cell: PlannedCell, process_i
     return results[0], results[1]
 
 
-# The worker's protocol bytes (kscperf.worker.TURN, PARTNER_ENDED), repeated here because the
-# orchestrator must not import the worker (it imports torch).
-_TURN = b"t"
-_PARTNER_ENDED = b"e"
-
-
 def run_cells_lockstep(rounds: list[tuple[int, PlannedCell]], options: RunOptions,
                        launchers: tuple[Launcher, Launcher], *,
                        on_result: Callable[[int, Progress], None] | None = None,
@@ -626,6 +636,13 @@ def run_cells_lockstep(rounds: list[tuple[int, PlannedCell]], options: RunOption
     in `rounds` order; `on_result(build_index, progress)` is told of each as it ends."""
     loops: tuple[dict[str, dict[str, int]], ...] = ({}, {})
     out: tuple[list[CellResult], list[CellResult]] = ([], [])
+    for launcher in launchers:
+        # Both fork servers up before the first pair, so that neither's imports run beside
+        # the other build's first timed values.
+        try:
+            launcher.start()
+        except (RuntimeError, OSError, ValueError):
+            pass  # launch() falls back to spawning, and says so in the worker's log
     t_start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="kscperf-ab-", dir=work_dir) as tmp:
         for index, (process_index, cell) in enumerate(rounds):

@@ -47,9 +47,10 @@ TEMPLATE_NAME = "report.html.j2"
 
 # Environment keys shown first, in this order; any others follow alphabetically.
 _ENV_KEYS = (
-    "build", "date", "git_commit", "git_dirty", "hostname", "cpu_model_name", "cpu_count",
-    "gpu_name", "platform", "python_version", "torch_version", "cuda_version", "profile",
-    "processes", "values", "warmups", "min_time", "seed", "torch_num_threads",
+    "build", "build_python", "build_env", "lockstep_id", "date", "git_commit", "git_dirty",
+    "hostname", "cpu_model_name", "cpu_count", "gpu_name", "platform", "python_version",
+    "torch_version", "cuda_version", "profile", "processes", "values", "warmups", "min_time",
+    "seed", "torch_num_threads",
 )
 
 # CSS class per verdict; the stylesheet in the template colours them.

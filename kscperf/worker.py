@@ -17,6 +17,7 @@ import gc
 import json
 import os
 import random
+import select
 import shutil
 import sys
 import tempfile
@@ -196,6 +197,8 @@ def _run_config(spec: CellSpec, model: ResolvedModel, name: str, config: tuple[A
         if reason:
             return ConfigResult(status=CellStatus.SKIPPED, reason=str(reason), **common)
     phase = _enter("prep", name)
+    prepared: tasks.PreparedTask | None = None
+    args: tuple[Any, ...] | None = None
     try:
         diff = tasks.differentiable_indices(config, model.diff_args)
         if spec.task != "inference" and not diff:
@@ -310,10 +313,9 @@ def run_cell(spec: CellSpec, clock: measure.TimeLoops | None = None,
         phase = _enter("compile")
         example = tasks.to_device_args(configs[0][1], device)
         diff0 = tasks.differentiable_indices(example, model.diff_args)
-        compiled, compile_s = _compile(spec, tool, fn, example, device, diff0,
-                                       f"{spec.tool} build of {who}")
-        if not tool.compiles:
-            compile_s = None
+        compiled, measured_compile_s = _compile(spec, tool, fn, example, device, diff0,
+                                                f"{spec.tool} build of {who}")
+        compile_s = measured_compile_s if tool.compiles else None
         del example
         clock = clock or (measure.cuda_clock() if device == "cuda" else measure.cpu_clock())
         if turns is not None:
@@ -358,8 +360,6 @@ class _Turns:
 
     def take(self) -> None:
         """Wait for the turn; after `wait_s`, or once the partner has ended, go on alone."""
-        import select
-
         if self.alone:
             return
         ready, _, _ = select.select([self._mine], [], [], self._wait_s)

@@ -1,0 +1,26 @@
+"""The type checker and the linter DESIGN.md asks CI to run: mypy on the package (its settings
+in pyproject.toml) and pyflakes on the package, the scripts and the tests. Fixtures that are
+broken on purpose are left out."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_mypy_finds_no_type_errors() -> None:
+    proc = subprocess.run([sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_pyflakes_finds_nothing() -> None:
+    paths = [ROOT / "kscperf", ROOT / "tools" / "truth-check", ROOT / "tools" / "harness-bench",
+             ROOT / "tools" / "run-benchmarks", ROOT / "bench_defs"]
+    paths += [p for p in (ROOT / "tests").rglob("*.py") if "faults" not in p.parts]
+    proc = subprocess.run([sys.executable, "-m", "pyflakes", *map(str, paths)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
