@@ -438,13 +438,35 @@ def cmd_check(args: argparse.Namespace) -> int:
     return _execute(args, check_only=True)
 
 
+def _check_imports_torch(side: str, python: str) -> None:
+    import subprocess
+
+    from kscperf.orchestrator import is_this_python
+
+    if is_this_python(python):
+        return
+    try:
+        proc = subprocess.run([python, "-c", "import torch"], capture_output=True, text=True,
+                              timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise KscperfError(f"--{side}-python {python} could not be run: {exc}.") from None
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no message"])[-1]
+        raise KscperfError(f"--{side}-python {python} cannot import torch ({last}); install "
+                           "the build under test and torch in that environment.")
+
+
 def _ab_builds(args: argparse.Namespace) -> list[tuple[str, str, dict[str, str]]]:
+    import shutil
+
     builds = []
     for side in ("base", "new"):
-        python = getattr(args, f"{side}_python")
-        if not (os.path.isfile(python) and os.access(python, os.X_OK)):
-            raise KscperfError(f"--{side}-python {python} is not an executable file; give "
+        given = getattr(args, f"{side}_python")
+        python = shutil.which(given) if os.sep not in given else given
+        if not python or not (os.path.isfile(python) and os.access(python, os.X_OK)):
+            raise KscperfError(f"--{side}-python {given} is not an executable file; give "
                                "the python of the environment that holds that build.")
+        _check_imports_torch(side, python)
         builds.append((getattr(args, f"{side}_build"), python,
                        dict(getattr(args, f"{side}_env"))))
     if builds[0][0] == builds[1][0]:
@@ -457,9 +479,40 @@ def _ab_builds(args: argparse.Namespace) -> list[tuple[str, str, dict[str, str]]
     return builds
 
 
-def cmd_ab(args: argparse.Namespace) -> int:
+def _ab_metadata(args: argparse.Namespace, profile_name: str, profile: Any,
+                 builds: list[tuple[str, str, dict[str, str]]], problems: list[Any]
+                 ) -> list[dict[str, Any]]:
     import uuid
 
+    from kscperf.orchestrator import is_this_python
+
+    lockstep_id = uuid.uuid4().hex
+    metadatas = []
+    for role, (label, python, env) in zip(("base", "new"), builds):
+        md = _build_metadata(args, profile_name, profile)
+        if not is_this_python(python):
+            # This Python's versions say nothing of that build's: its workers report theirs.
+            for key in [k for k in md if k.endswith("_version") and k != "kscperf_version"]:
+                del md[key]
+            md["python_executable"] = python
+        md.update(build=label, lockstep_id=lockstep_id, lockstep_role=role,
+                  build_python=python,
+                  build_env=" ".join(f"{k}={v}" for k, v in sorted(env.items())) or "none",
+                  definition_problems=[p.message for p in problems])
+        metadatas.append(md)
+    return metadatas
+
+
+def _ab_file_metadata(md: dict[str, Any], runs: list[Any]) -> dict[str, Any]:
+    merged = _with_worker_env(md, runs)
+    if "python_version" not in md:
+        # Another Python ran this build: its workers say which.
+        merged.update({k: r.metadata[k] for r in runs[:1] for k in ("python_version",)
+                       if k in r.metadata})
+    return merged
+
+
+def cmd_ab(args: argparse.Namespace) -> int:
     from kscperf import compare, orchestrator, plan, results
     from kscperf.formatting import format_comparison, format_seconds
 
@@ -473,21 +526,11 @@ def cmd_ab(args: argparse.Namespace) -> int:
     out_dir = args.output_dir or os.path.join("results", time.strftime("ab-%Y%m%d-%H%M%S"))
     outputs = [os.path.join(out_dir, f"{label}.json") for label, _, _ in builds]
     for path in outputs:
+        if os.path.exists(path) and not args.replace:
+            raise KscperfError(f"{path} already exists; pass --replace to overwrite it, or "
+                               "choose another -o DIR.")
         results.check_writable(path, args.replace)
-    lockstep_id = uuid.uuid4().hex
-    metadatas = []
-    for role, (label, python, env) in zip(("base", "new"), builds):
-        md = _build_metadata(args, profile_name, profile)
-        if os.path.realpath(python) != os.path.realpath(sys.executable):
-            # This Python's library versions say nothing of that build's: its workers report
-            # their own torch version.
-            for key in [k for k in md if k.endswith("_version") and k != "kscperf_version"]:
-                del md[key]
-        md.update(build=label, lockstep_id=lockstep_id, lockstep_role=role,
-                  build_python=python,
-                  build_env=" ".join(f"{k}={v}" for k, v in sorted(env.items())) or "none",
-                  definition_problems=[p.message for p in problems])
-        metadatas.append(md)
+    metadatas = _ab_metadata(args, profile_name, profile, builds, problems)
     for p in problems:
         _err(f"error: {p.message}")
 
@@ -500,14 +543,17 @@ def cmd_ab(args: argparse.Namespace) -> int:
         gathered[i].append(p.result)
         show(p, f"{builds[i][0]}: ")
 
-    launchers = tuple(orchestrator.make_launcher(args.isolation, _uses_compiler(cells),
-                                                 python, env) for _, python, env in builds)
+    # Threads that spin-wait after a parallel region would run on into the partner's value.
+    passive = {} if "OMP_WAIT_POLICY" in os.environ else {"OMP_WAIT_POLICY": "PASSIVE"}
+    launchers = tuple(orchestrator.make_launcher(args.isolation, _uses_compiler(cells), python,
+                                                 {**passive, **env})
+                      for _, python, env in builds)
     _install_sigterm()
     t0 = time.perf_counter()
 
     def write(complete: bool) -> None:
         for path, runs, md in zip(outputs, gathered, metadatas):
-            results.write_results(path, runs, _with_worker_env(md, runs), complete=complete)
+            results.write_results(path, runs, _ab_file_metadata(md, runs), complete=complete)
 
     try:
         orchestrator.run_cells_lockstep(rounds, options, (launchers[0], launchers[1]),
@@ -517,6 +563,10 @@ def cmd_ab(args: argparse.Namespace) -> int:
         _err(f"interrupted: wrote what both builds measured so far to {' and '.join(outputs)}, "
              "marked incomplete")
         return 130
+    except OSError as exc:
+        write(complete=False)
+        raise KscperfError(f"ab stopped: {exc}; wrote what both builds measured so far to "
+                           f"{' and '.join(outputs)}, marked incomplete.") from None
     finally:
         for launcher in launchers:
             launcher.close()
@@ -527,10 +577,16 @@ def cmd_ab(args: argparse.Namespace) -> int:
     print(format_comparison(comparison, args.format))
     _err(f"{len(rounds)} worker pairs in {format_seconds(wall_s)} wall time; wrote "
          f"{' and '.join(outputs)}")
+    runs = gathered[0] + gathered[1]
+    unpaired = [r for r in runs if r.metadata.get("lockstep_unpaired_values")]
+    if unpaired:
+        _err(f"warning: {len(unpaired)} of {len(runs)} workers timed some values without their "
+             "partner taking turns (it ended or hung first): see lockstep_unpaired_values")
     if args.report:
         _write_report(loaded, args.report, None, force=False)
         _err(f"wrote {args.report}")
-    if problems:
+    bad = any(CellStatus(c["status"]) in BAD_STATUSES for lr in loaded for c in lr.cells)
+    if problems or bad:
         return 1
     return 1 if args.fail_on_regression and comparison.has_regression else 0
 

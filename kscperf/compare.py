@@ -336,10 +336,10 @@ def _time_values_by_process(results: LoadedResults) -> dict[str, dict[int, list[
     out: dict[str, dict[int, list[float]]] = {}
     for r in results.runs:
         for c in r.configs:
-            values = [v for v in c.values if v > 0]
-            if values and c.loops > 0:
+            # Unfiltered: the position of a value is what pairs it with the other build's.
+            if c.values and c.loops > 0:
                 out.setdefault(benchmark_name(r.model, r.tool, r.task, c.config), {})[
-                    r.process_index] = values
+                    r.process_index] = list(c.values)
     return out
 
 
@@ -470,11 +470,12 @@ def _compare_pair(base: _Entry | None, new: _Entry | None, alpha: float, lockste
     some = base if base is not None else new
     assert some is not None
     status_verdict = _status_verdict(base, new) if some.kind == "time" else None
-    if lockstep and base is not None and new is not None and base.by_process \
-            and new.by_process:
-        b, n = base.by_process, new.by_process
-        estimate = stats.compare_paired_samples([(b[i], n[i]) for i in sorted(b) if i in n],
-                                                alpha=alpha)
+    common = sorted(set(base.by_process or {}) & set(new.by_process or {})) \
+        if lockstep and base is not None and new is not None else []
+    if len(common) >= 2:
+        assert base is not None and new is not None
+        b, n = base.by_process or {}, new.by_process or {}
+        estimate = stats.compare_paired_samples([(b[i], n[i]) for i in common], alpha=alpha)
     else:
         estimate = stats.compare_samples(base.runs if base else [], new.runs if new else [],
                                          alpha=alpha)

@@ -122,11 +122,12 @@ def calibrate_loops(fn: Callable[[], Any], clock: TimeLoops, min_time: float,
 
 def measure_values(fn: Callable[[], Any], clock: TimeLoops, *, values: int, warmups: int,
                    min_time: float, loops: int | None = None,
-                   context: Callable[[], ContextManager[Any]] = contextlib.nullcontext
-                   ) -> Measurement:
+                   context: Callable[[], ContextManager[Any]] = contextlib.nullcontext,
+                   after_value: Callable[[], None] | None = None) -> Measurement:
     """Calibrate (unless `loops` is given), then `warmups` values, then `values` values, all
     inside `context` (entered once, so it is not timed per call), with the garbage collector
-    paused after one collection."""
+    paused after one collection. `after_value` is called after each warmup and value, outside
+    the clock (`run-benchmarks ab` hands the CPU to the other build there)."""
     with context(), _gc_paused():
         calibration: list[tuple[int, float]] = []
         if loops is None:
@@ -134,6 +135,8 @@ def measure_values(fn: Callable[[], Any], clock: TimeLoops, *, values: int, warm
         result = Measurement(loops=loops, warmups=list(calibration))
         for i in range(warmups + values):
             raw, device = clock(fn, loops)
+            if after_value is not None:
+                after_value()
             if i < warmups:
                 result.warmups.append((loops, raw / loops))
             else:

@@ -22,14 +22,15 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence
 
 from kscperf.errors import CellStatus
 from kscperf.plan import PlannedCell
-from kscperf.spec import CellResult, CellSpec, TimingProfile, partial_result_path, \
-    phase_path
+from kscperf.spec import PARTNER_ENDED, TURN, CellResult, CellSpec, TimingProfile, \
+    partial_result_path, phase_path
 
 __all__ = [
     "LaunchOutcome",
@@ -44,6 +45,7 @@ __all__ = [
     "WORKER_MALLOC_ENV",
     "worker_environment",
     "python_environment",
+    "is_this_python",
     "run_cells_lockstep",
 ]
 
@@ -65,15 +67,40 @@ def worker_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
     return {**WORKER_MALLOC_ENV, **os.environ, **(extra or {})}
 
 
+def is_this_python(python: str) -> bool:
+    """Whether `python` is the interpreter running this process. Compared by path, not by
+    what the path resolves to: a virtual environment's python is a link to its base
+    interpreter, yet has packages of its own."""
+    return os.path.abspath(python) == os.path.abspath(sys.executable)
+
+
+_kscperf_only_dir: str | None = None
+
+
+def _kscperf_only_path() -> str:
+    """A folder that holds only a link to this kscperf package, for another Python's path:
+    the folder this package was installed into would also bring this environment's torch."""
+    global _kscperf_only_dir
+    if _kscperf_only_dir is None:
+        import atexit
+        import shutil
+
+        _kscperf_only_dir = tempfile.mkdtemp(prefix="kscperf-path-")
+        os.symlink(os.path.dirname(os.path.abspath(__file__)),
+                   os.path.join(_kscperf_only_dir, "kscperf"))
+        atexit.register(shutil.rmtree, _kscperf_only_dir, True)
+    return _kscperf_only_dir
+
+
 def python_environment(python: str, extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The extra environment for workers run by another Python than this one: this kscperf
-    first on its path, so that worker and orchestrator speak the same protocol whatever
-    that Python has installed, then `extra`."""
+    """The extra environment for workers run by `python`: for another Python than this one,
+    this kscperf (and nothing else of this environment) first on its path, so that worker
+    and orchestrator speak the same protocol whatever that Python has installed; then
+    `extra`."""
     env = dict(extra or {})
-    if os.path.realpath(python) != os.path.realpath(sys.executable):
-        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if not is_this_python(python):
         rest = env.get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (here, rest) if p)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (_kscperf_only_path(), rest) if p)
     return env
 _ZYGOTE_START_TIMEOUT_S = 300.0
 
@@ -103,7 +130,8 @@ class Launcher(Protocol):
 
     def start(self) -> None:
         """Start now what the launcher keeps running between launches (a fork server), which
-        the first launch would otherwise start; raises what `launch` falls back from."""
+        the first launch would otherwise start. Never raises: what cannot start is left to
+        each launch to report."""
         ...
 
     def close(self) -> None: ...
@@ -236,6 +264,7 @@ class ForkLauncher:
         self._lines: _Lines | None = None
         self._current: int | None = None
         self._fallback: SpawnLauncher | None = None
+        self._fallback_reason = ""
 
     def _start(self) -> None:
         with open(self._log_path, "ab") as log:
@@ -254,22 +283,24 @@ class ForkLauncher:
             raise RuntimeError(f"the fork server did not start: {tail}")
 
     def start(self) -> None:
-        """Start the zygote now (it is otherwise started by the first launch)."""
+        """Start the zygote now (it is otherwise started by the first launch). One that
+        cannot start (a broken torch import, say) must not stop the run: from then on every
+        worker is spawned instead, and fails or not on its own."""
+        if self._fallback is not None:
+            return
         if self._proc is None or self._proc.poll() is not None:
-            self._start()
+            try:
+                self._start()
+            except (RuntimeError, OSError, ValueError) as exc:
+                self._fallback_reason = f"kscperf: fork server unavailable, spawning: {exc}\n"
+                self._fallback = SpawnLauncher(self._python, self._env)
 
     def launch(self, spec_path: str, result_path: str, log_path: str,
                timeout_s: float | None, max_rss_bytes: int | None = None) -> LaunchOutcome:
-        if self._fallback is None:
-            try:
-                self.start()
-            except (RuntimeError, OSError, ValueError) as exc:
-                # A zygote that cannot start (a broken torch import, say) must not stop the
-                # run: every worker is spawned instead, and fails or not on its own.
-                with open(log_path, "ab") as log:
-                    log.write(f"kscperf: fork server unavailable, spawning: {exc}\n".encode())
-                self._fallback = SpawnLauncher(self._python, self._env)
+        self.start()
         if self._fallback is not None:
+            with open(log_path, "ab") as log:
+                log.write(self._fallback_reason.encode())
             return self._fallback.launch(spec_path, result_path, log_path, timeout_s,
                                          max_rss_bytes)
         assert self._proc is not None and self._proc.stdin is not None and self._lines
@@ -322,6 +353,8 @@ class ForkLauncher:
                              over)
 
     def close(self) -> None:
+        if self._fallback is not None:
+            self._fallback.close()
         if self._current is not None:
             _kill_group(self._current)
         if self._proc is not None:
@@ -492,14 +525,6 @@ def _remember_loops(loops: dict[str, dict[str, int]], result: CellResult) -> Non
             loops.setdefault(result.name, {}).setdefault(c.config, c.loops)
 
 
-# The longest a lockstep worker waits for its partner to hand the turn back (see
-# CellSpec.turn_wait_s), and the protocol bytes (kscperf.worker.TURN, PARTNER_ENDED),
-# repeated here because the orchestrator must not import the worker (it imports torch).
-_TURN_WAIT_S = 60.0
-_TURN = b"t"
-_PARTNER_ENDED = b"e"
-
-
 def _cell_spec(cell: PlannedCell, process_index: int, options: RunOptions,
                loops: dict[str, dict[str, int]], turns: tuple[str, ...] = ()) -> CellSpec:
     timeout = cell.model.timeout_s or options.timeout_s
@@ -512,9 +537,8 @@ def _cell_spec(cell: PlannedCell, process_index: int, options: RunOptions,
         check_only=options.check_only, tool_plugins=options.tool_plugins,
         jacobian_max_elements=options.jacobian_max_elements,
         compile_cache=options.compile_cache, affinity=options.affinity, turns=turns,
-        # A partner that holds its turn this long is hung or compiling: go on alone, well
-        # before this worker's own timeout.
-        turn_wait_s=_TURN_WAIT_S if timeout is None else min(_TURN_WAIT_S, timeout / 4))
+        # A partner that keeps the turn for a whole timeout is hung, and is being killed.
+        turn_wait_s=timeout)
 
 
 
@@ -526,9 +550,11 @@ def _write_spec(spec: CellSpec, stem: str) -> tuple[str, str, str]:
 
 
 def _launch_cell(launcher: Launcher, cell: PlannedCell, spec: CellSpec, stem: str,
-                 options: RunOptions) -> CellResult:
+                 options: RunOptions, timeout_factor: float = 1.0) -> CellResult:
     spec_path, result_path, log_path = _write_spec(spec, stem)
     timeout = cell.model.timeout_s or options.timeout_s
+    if timeout is not None:
+        timeout *= timeout_factor
     outcome = launcher.launch(spec_path, result_path, log_path, timeout, options.max_rss_bytes)
     return _outcome_result(spec, outcome, result_path, log_path, timeout,
                            options.max_rss_bytes)
@@ -579,8 +605,6 @@ def _run_pair(launchers: tuple[Launcher, Launcher], cell: PlannedCell, process_i
               first: int) -> tuple[CellResult, CellResult]:
     """One cell's process `process_index` in both builds at once, taking turns: side
     `first` starts with the turn. Each side is told when the other has ended."""
-    import threading
-
     fifos = (stem + ".turn0", stem + ".turn1")
     for path in fifos:
         os.mkfifo(path, 0o600)
@@ -594,9 +618,12 @@ def _run_pair(launchers: tuple[Launcher, Launcher], cell: PlannedCell, process_i
         try:
             spec = _cell_spec(cell, process_index, options, loops[i],
                               turns=(fifos[i], fifos[1 - i]))
-            results[i] = _launch_cell(launchers[i], cell, spec, f"{stem}.{i}", options)
+            # A worker's clock runs on while it waits for its partner's turns: twice the
+            # time, so that a build as slow as its timeout allows is not killed for the other.
+            results[i] = _launch_cell(launchers[i], cell, spec, f"{stem}.{i}", options,
+                                      timeout_factor=2.0)
         finally:
-            os.write(fds[1 - i], _PARTNER_ENDED)
+            os.write(fds[1 - i], PARTNER_ENDED)
 
     def other_side() -> None:
         try:
@@ -604,9 +631,9 @@ def _run_pair(launchers: tuple[Launcher, Launcher], cell: PlannedCell, process_i
         except BaseException as exc:  # raised again in the calling thread
             errors.append(exc)
 
+    other = threading.Thread(target=other_side, daemon=True)
     try:
-        os.write(fds[first], _TURN)
-        other = threading.Thread(target=other_side, daemon=True)
+        os.write(fds[first], TURN)
         other.start()
         try:
             side(0)
@@ -617,8 +644,10 @@ def _run_pair(launchers: tuple[Launcher, Launcher], cell: PlannedCell, process_i
             other.join(timeout=30)
             raise
     finally:
-        for fd in fds:
-            os.close(fd)
+        # A thread still running writes to these when its worker ends: leave them open.
+        if not other.is_alive():
+            for fd in fds:
+                os.close(fd)
     if errors:
         raise errors[0]
     assert results[0] is not None and results[1] is not None
@@ -639,10 +668,7 @@ def run_cells_lockstep(rounds: list[tuple[int, PlannedCell]], options: RunOption
     for launcher in launchers:
         # Both fork servers up before the first pair, so that neither's imports run beside
         # the other build's first timed values.
-        try:
-            launcher.start()
-        except (RuntimeError, OSError, ValueError):
-            pass  # launch() falls back to spawning, and says so in the worker's log
+        launcher.start()
     t_start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="kscperf-ab-", dir=work_dir) as tmp:
         for index, (process_index, cell) in enumerate(rounds):

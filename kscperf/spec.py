@@ -23,7 +23,14 @@ __all__ = [
     "PHASES",
     "partial_result_path",
     "phase_path",
+    "TURN",
+    "PARTNER_ENDED",
 ]
+
+# The bytes of the turn-taking protocol of `run-benchmarks ab` (see CellSpec.turns): the turn
+# itself, and the orchestrator's word that the partner's process has ended.
+TURN = b"t"
+PARTNER_ENDED = b"e"
 
 TASKS = ("inference", "fwd", "bwd", "jacobian")
 
@@ -61,9 +68,10 @@ class CellSpec:
     calibrated here.
 
     `turns`, set only by `run-benchmarks ab`, names two FIFOs (this worker's, its partner's):
-    the worker runs only while it holds the turn, and hands it over after each timed value,
-    so that the two builds' workers alternate value by value. A worker that waits longer
-    than `turn_wait_s` for its turn goes on alone.
+    the worker runs only while it holds the turn, and hands it over after each warmup and
+    value (not during calibration), so that the two builds' workers alternate value by
+    value. A worker whose partner ends goes on alone; so does one that waits longer than
+    `turn_wait_s` (None: no limit) for its turn, for the rest of its process.
     """
 
     model: str
@@ -82,7 +90,7 @@ class CellSpec:
     compile_cache: str = "warm"
     affinity: tuple[int, ...] = ()
     turns: tuple[str, ...] = ()
-    turn_wait_s: float = 60.0
+    turn_wait_s: float | None = None
 
     @property
     def name(self) -> str:

@@ -43,7 +43,7 @@ the expected share of false ones below `ALPHA`.
 
 *Builds measured in lockstep* (`run-benchmarks ab`, `compare_paired_samples`). On a shared
 machine the speed of a CPU switches between states for milliseconds to seconds at a time (on
-the 2-core VM this was built on, one fixed workload ran 1.5x slower about half the time, in
+the 2-core VM this was built on, one fixed workload ran 1.5x slower half the time or more, in
 stretches of 10 ms to 7 s; tools/truth-check measures it). Processes of two builds run one
 after the other see different stretches, and no test on separate runs can resolve 20 % then.
 `ab` makes two processes, one per build, take turns value by value, so value j of BASE and
@@ -274,12 +274,11 @@ def compare_samples(base_runs: Sequence[Sequence[float]], new_runs: Sequence[Seq
     return _pooled(ratio, pooled_b, pooled_n, alpha)
 
 
-def _paired_log_ratio(base: list[float], new: list[float]) -> float:
+def _paired_logs(base: Sequence[float], new: Sequence[float]) -> list[float]:
     # Value j of each build was timed in alternate turns with value j of the other, so the
-    # two saw the same state of the machine; the median is robust to the odd pair that a
-    # change of that state split.
-    n = min(len(base), len(new))
-    return statistics.median(math.log(new[j] / base[j]) for j in range(n))
+    # two saw the same state of the machine. A position unusable on either side is dropped
+    # as a pair, so the pairs after it stay aligned.
+    return [math.log(n / b) for b, n in zip(base, new) if _positive([b]) and _positive([n])]
 
 
 def compare_paired_samples(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], *,
@@ -288,18 +287,20 @@ def compare_paired_samples(pairs: Sequence[tuple[Sequence[float], Sequence[float
     per process index, (BASE values, NEW values) of two worker processes that took turns, one
     value each, on the same machine.
 
-    Promises: each pair is summarised by the median over j of log(NEW value j / BASE value j);
-    with two or more usable pairs, `ratio` is exp(mean of those), the interval and p-value come
+    Promises: each pair is summarised by the median over j of log(NEW value j / BASE value j)
+    (the median is robust to the odd pair that a change of the machine's state split); with
+    two or more usable pairs, `ratio` is exp(mean of those), the interval and p-value come
     from a one-sample t-test on them (k - 1 degrees of freedom, method "pairs"), and the
-    interval contains the ratio. With fewer pairs it is `compare_samples` on the same values,
-    unpaired. Values that are not positive and finite are dropped before pairing.
+    interval contains the ratio. With fewer it is `compare_samples` on the same values,
+    unpaired. A position j whose value is not positive and finite on either side is dropped
+    from that pair.
     """
-    usable = [(b, n) for b, n in ((_positive(b), _positive(n)) for b, n in pairs) if b and n]
-    if len(usable) < 2:
+    per_pair = [logs for logs in (_paired_logs(b, n) for b, n in pairs) if logs]
+    if len(per_pair) < 2:
         return compare_samples([b for b, _ in pairs], [n for _, n in pairs], alpha=alpha)
     from scipy import stats as sps
 
-    logs = [_paired_log_ratio(b, n) for b, n in usable]
+    logs = [statistics.median(pair) for pair in per_pair]
     k = len(logs)
     mean = statistics.fmean(logs)
     ratio = math.exp(mean)

@@ -33,7 +33,7 @@ from kscperf.definitions import DefinitionError, ResolvedModel, import_definitio
     resolve_model
 from kscperf.envinfo import machine_info, now_iso, torch_info
 from kscperf.errors import CellStatus
-from kscperf.spec import CellResult, CellSpec, ConfigResult, partial_result_path, \
+from kscperf.spec import TURN, CellResult, CellSpec, ConfigResult, partial_result_path, \
     phase_path
 from kscperf.tools import Unsupported, load_tool
 
@@ -189,7 +189,8 @@ def _compile(spec: CellSpec, tool: Any, fn: Callable[..., Any], example: tuple[A
 
 def _run_config(spec: CellSpec, model: ResolvedModel, name: str, config: tuple[Any, ...],
                 compiled: Callable[..., Any], tool_lazy: bool, device: str, who: str,
-                clock: measure.TimeLoops, loops: dict[str, int]) -> ConfigResult:
+                clock: measure.TimeLoops, loops: dict[str, int],
+                after_value: Callable[[], None] | None) -> ConfigResult:
     numel = sum(a.numel() for a in config if isinstance(a, torch.Tensor))
     common: dict[str, Any] = {"config": name, "numel": numel, "date": now_iso()}
     if model.skip is not None:
@@ -252,7 +253,8 @@ def _run_config(spec: CellSpec, model: ResolvedModel, name: str, config: tuple[A
         t0 = time.perf_counter()
         m = measure.measure_values(prepared.timed, clock, values=spec.values,
                                    warmups=spec.warmups, min_time=spec.min_time,
-                                   loops=loops.get(name), context=prepared.context)
+                                   loops=loops.get(name), context=prepared.context,
+                                   after_value=after_value)
         duration = time.perf_counter() - t0
         peak_cuda = torch.cuda.max_memory_allocated() if device == "cuda" else None
         return ConfigResult(values=tuple(m.values), warmups=tuple(m.warmups), loops=m.loops,
@@ -272,12 +274,12 @@ def _run_config(spec: CellSpec, model: ResolvedModel, name: str, config: tuple[A
 
 def run_cell(spec: CellSpec, clock: measure.TimeLoops | None = None,
              on_config: Callable[[CellResult], None] | None = None,
-             turns: _Turns | None = None) -> CellResult:
+             after_value: Callable[[], None] | None = None) -> CellResult:
     """Run every config of one cell in this process; never raises for anything the
     definitions, the tool or the inputs do: that becomes the result's status.
     `on_config` is handed the result so far after each config, so that a crash or a kill
-    later in the cell loses nothing already measured. With `turns` (held on entry), the turn
-    is handed to the partner after every timed value."""
+    later in the cell loses nothing already measured. `after_value` is called after every
+    timed warmup and value, outside the clock (where `ab` hands the turn over)."""
     t_start = time.perf_counter()
     if spec.affinity:
         # Pinned: one intra-op thread per CPU given, so threads never share a core.
@@ -318,13 +320,12 @@ def run_cell(spec: CellSpec, clock: measure.TimeLoops | None = None,
         compile_s = measured_compile_s if tool.compiles else None
         del example
         clock = clock or (measure.cuda_clock() if device == "cuda" else measure.cpu_clock())
-        if turns is not None:
-            clock = _taking_turns(clock, turns)
         loops = dict(spec.loops)
         done: list[ConfigResult] = []
         for name, config in configs:
             done.append(_run_config(spec, model, name, config, compiled, tool.lazy, device,
-                                    f"{spec.tool} build of {who}", clock, loops))
+                                    f"{spec.tool} build of {who}", clock, loops,
+                                    after_value))
             if on_config is not None:
                 on_config(CellResult.for_spec(spec, CellStatus.OK, compile_s=compile_s,
                                               import_s=import_s, configs=tuple(done),
@@ -339,49 +340,36 @@ def run_cell(spec: CellSpec, clock: measure.TimeLoops | None = None,
                                    phase, metadata=metadata)
 
 
-# The bytes of the turn-taking protocol of `run-benchmarks ab` (see CellSpec.turns): the
-# turn itself, and the orchestrator's word that the partner has ended.
-TURN = b"t"
-PARTNER_ENDED = b"e"
-
-
 class _Turns:
-    """This worker's side of a lockstep pair: it runs only while it holds the turn."""
+    """This worker's side of a lockstep pair (`run-benchmarks ab`): it runs only while it
+    holds the turn."""
 
-    def __init__(self, mine: str, partner: str, wait_s: float) -> None:
+    def __init__(self, mine: str, partner: str, wait_s: float | None) -> None:
         # O_RDWR: opening a FIFO so never blocks, and the orchestrator holds both ends open.
         self._mine = os.open(mine, os.O_RDWR)
         self._partner = os.open(partner, os.O_RDWR)
         self._wait_s = wait_s
         self.alone = False
-        # Timed values (calibration and warmups too) taken while the partner did not
-        # alternate: after it ended, or after it kept the turn past wait_s.
+        # Warmups and values timed while the partner did not alternate: after it ended, or
+        # after it kept the turn past wait_s.
         self.unpaired_values = 0
 
     def take(self) -> None:
-        """Wait for the turn; after `wait_s`, or once the partner has ended, go on alone."""
+        """Wait for the turn; once the partner has ended, or after `wait_s`, go on alone."""
         if self.alone:
             return
         ready, _, _ = select.select([self._mine], [], [], self._wait_s)
         if not ready or os.read(self._mine, 1) != TURN:
             self.alone = True
 
-    def hand_over(self) -> None:
-        """Give the turn to the partner and wait for it to come back."""
-        if not self.alone:
-            os.write(self._partner, TURN)
-            self.take()
-
-
-def _taking_turns(clock: measure.TimeLoops, turns: _Turns) -> measure.TimeLoops:
-    def time_loops(fn: Callable[[], Any], loops: int) -> tuple[float, float | None]:
-        turns.unpaired_values += turns.alone
-        timed = clock(fn, loops)
-        # Outside the timed loop: the partner times its next value while this one waits.
-        turns.hand_over()
-        return timed
-
-    return time_loops
+    def after_value(self) -> None:
+        """After each timed warmup or value: give the turn to the partner and wait for it to
+        come back."""
+        if self.alone:
+            self.unpaired_values += 1
+            return
+        os.write(self._partner, TURN)
+        self.take()
 
 
 def _write_atomic(path: str, data: dict[str, Any]) -> None:
@@ -409,7 +397,8 @@ def main(spec_path: str, result_path: str) -> int:
         turns.take()
     try:
         result = run_cell(spec, on_config=lambda partial: _write_atomic(
-            partial_result_path(result_path), partial.to_dict()), turns=turns)
+            partial_result_path(result_path), partial.to_dict()),
+            after_value=turns.after_value if turns is not None else None)
         if turns is not None:
             result = dataclasses.replace(result, metadata={
                 **result.metadata, "lockstep_unpaired_values": turns.unpaired_values})

@@ -12,8 +12,8 @@ import threading
 import time
 from pathlib import Path
 
-from kscperf import orchestrator
-from kscperf.worker import PARTNER_ENDED, TURN, _taking_turns, _Turns
+from kscperf.spec import PARTNER_ENDED, TURN
+from kscperf.worker import _Turns
 
 WORK = Path(__file__).parent / "fixtures" / "work" / "work.py"
 
@@ -25,30 +25,21 @@ def _fifos(tmp_path: Path) -> tuple[tuple[str, str], list[int]]:
     return paths, [os.open(p, os.O_RDWR) for p in paths]
 
 
-def test_protocol_bytes_match_the_orchestrators() -> None:
-    assert (TURN, PARTNER_ENDED) == (orchestrator._TURN, orchestrator._PARTNER_ENDED)
-
-
 def test_two_sides_alternate_one_timed_value_each(tmp_path: Path) -> None:
     paths, fds = _fifos(tmp_path)
     events: list[tuple[int, float, float]] = []
-
-    def clock_for(side: int):  # a clock that sleeps instead of timing, and logs when
-        def clock(fn, loops):
-            t0 = time.perf_counter()
-            time.sleep(0.003)
-            events.append((side, t0, time.perf_counter()))
-            return 0.003, None
-        return clock
+    unpaired: dict[int, int] = {}
 
     def run(side: int) -> None:
         turns = _Turns(paths[side], paths[1 - side], wait_s=30)
         turns.take()
-        clock = _taking_turns(clock_for(side), turns)
-        for _ in range(8):
-            clock(lambda: None, 1)
+        for _ in range(8):  # what measure_values does with after_value, with a fake value
+            t0 = time.perf_counter()
+            time.sleep(0.003)
+            events.append((side, t0, time.perf_counter()))
+            turns.after_value()
         os.write(fds[1 - side], PARTNER_ENDED)  # what the orchestrator does when one ends
-        assert turns.unpaired_values <= 1
+        unpaired[side] = turns.unpaired_values
 
     os.write(fds[1], TURN)  # side 1 starts
     threads = [threading.Thread(target=run, args=(s,)) for s in (0, 1)]
@@ -56,10 +47,10 @@ def test_two_sides_alternate_one_timed_value_each(tmp_path: Path) -> None:
         t.start()
     for t in threads:
         t.join(60)
-    sides = [side for side, _, _ in sorted(events, key=lambda e: e[1])]
-    assert sides == [1, 0] * 8
     ordered = sorted(events, key=lambda e: e[1])
+    assert [side for side, _, _ in ordered] == [1, 0] * 8
     assert all(a[2] <= b[1] for a, b in zip(ordered, ordered[1:])), "timed values overlapped"
+    assert unpaired == {0: 0, 1: 0}
 
 
 def test_a_partner_that_keeps_the_turn_is_left_after_the_wait(tmp_path: Path) -> None:
@@ -68,19 +59,19 @@ def test_a_partner_that_keeps_the_turn_is_left_after_the_wait(tmp_path: Path) ->
     t0 = time.perf_counter()
     turns.take()  # nobody ever hands the turn over
     assert turns.alone and 0.15 < time.perf_counter() - t0 < 5
-    clock = _taking_turns(lambda fn, loops: (1.0, None), turns)
-    assert clock(lambda: None, 1) == (1.0, None)
-    assert turns.unpaired_values == 1
+    turns.after_value()
+    turns.after_value()
+    assert turns.unpaired_values == 2
 
 
 def test_an_ended_partner_lets_the_other_go_on_alone(tmp_path: Path) -> None:
     paths, fds = _fifos(tmp_path)
     os.write(fds[0], PARTNER_ENDED)
-    turns = _Turns(paths[0], paths[1], wait_s=30)
+    turns = _Turns(paths[0], paths[1], wait_s=None)
     t0 = time.perf_counter()
     turns.take()
-    turns.hand_over()
-    assert turns.alone and time.perf_counter() - t0 < 5
+    turns.after_value()
+    assert turns.alone and turns.unpaired_values == 1 and time.perf_counter() - t0 < 5
 
 
 def _ab(tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str], dict, dict]:
@@ -88,7 +79,7 @@ def _ab(tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str], 
         [sys.executable, "-m", "kscperf", "ab", str(WORK), "--tools", "pt,ptnice", "--tasks",
          "inference", "--processes", "2", "--values", "4", "-q", "-o", str(tmp_path / "ab"),
          "--format", "json", "--fail-on-regression", *extra],
-        capture_output=True, text=True, timeout=300)
+        capture_output=True, text=True, timeout=300, cwd=tmp_path)
     base = json.loads((tmp_path / "ab" / "base.json").read_text())
     new = json.loads((tmp_path / "ab" / "new.json").read_text())
     return proc, base, new
@@ -137,3 +128,27 @@ def test_ab_refuses_bad_builds_in_one_line(tmp_path: Path) -> None:
         last = proc.stderr.strip().splitlines()[-1]
         assert culprit in last and "Traceback" not in proc.stderr
         assert not (tmp_path / "refused").exists()
+
+
+def test_a_build_in_another_python_environment(tmp_path: Path) -> None:
+    import site
+    import venv
+
+    # A second environment that sees this one's torch through a .pth file but has no
+    # kscperf: ab must bring its own, and record that environment's python.
+    env_dir = tmp_path / "other-env"
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(env_dir)
+    other_site = next(env_dir.glob("lib/python*/site-packages"))
+    here = [p for p in site.getsitepackages() if Path(p, "torch").is_dir()]
+    (other_site / "parent.pth").write_text("\n".join(here) + "\n")
+    python = env_dir / "bin" / "python"
+    assert subprocess.run([str(python), "-c", "import torch; import kscperf"], cwd=tmp_path,
+                          capture_output=True, text=True).stderr.strip().endswith(
+        "No module named 'kscperf'")
+    proc, base, new = _ab(tmp_path, "--new-python", str(python), "-k", "work/pt/")
+    assert proc.returncode == 0, proc.stderr
+    assert _statuses(new) == {"pt": "ok"}
+    assert new["metadata"]["python_executable"] == str(python)
+    assert new["metadata"]["torch_version"] == base["metadata"]["torch_version"]
+    assert [r["verdict"] for r in json.loads(proc.stdout)["benchmarks"]
+            if r["kind"] == "time"] == ["same"]

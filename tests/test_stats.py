@@ -281,3 +281,7 @@ def test_paired_falls_back_to_unpaired_with_one_pair_and_drops_unusable_values()
     exact = stats.compare_paired_samples([([1.0, -1.0, math.nan], [2.0, 2.0]), ([1.0], [2.0])])
     assert exact.method == "pairs" and exact.ratio == pytest.approx(2.0)
     assert exact.p_value == 0.0 and exact.low == exact.high == exact.ratio
+    # A bad value drops its position only: the pairs after it stay aligned.
+    aligned = stats.compare_paired_samples([([1.0, math.nan, 3.0, 5.0], [1.2, 9.0, 3.6, 6.0]),
+                                            ([2.0, 4.0], [2.4, 4.8])])
+    assert aligned.ratio == pytest.approx(1.2) and aligned.se_log == pytest.approx(0.0)
