@@ -397,7 +397,8 @@ def _with_worker_env(metadata: dict[str, Any], runs: list[Any]) -> dict[str, Any
             if key.startswith("malloc_"):
                 merged[key] = value  # the workers' allocator settings, not the parent's
             elif key not in ("hostname", "cpu_model_name", "platform", "python_version",
-                             "cpu_count", "python_executable", "cpu_affinity"):
+                             "cpu_count", "python_executable", "cpu_affinity",
+                             "lockstep_unpaired_values"):  # per run, not per build
                 merged.setdefault(key, value)
     return merged
 
