@@ -166,9 +166,13 @@ def speedup(reference_s: float, time_s: float) -> float:
     return reference_s / time_s
 
 
-def _positive(values: Sequence[float]) -> list[float]:
+def _usable(value: float) -> bool:
     # Logs need positive finite numbers; pyperf already refuses values <= 0.
-    return [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v) and v > 0]
+    return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+
+
+def _positive(values: Sequence[float]) -> list[float]:
+    return [float(v) for v in values if _usable(v)]
 
 
 def process_medians(runs: Sequence[Sequence[float]]) -> list[float]:
@@ -197,8 +201,6 @@ def _nan_estimate(method: str = "none", n_base: int = 0, n_new: int = 0) -> Rati
 
 def _welch_on_process_medians(ratio: float, base_medians: list[float],
                               new_medians: list[float], alpha: float) -> RatioEstimate:
-    from scipy import stats as sps
-
     lb = [math.log(v) for v in base_medians]
     ln = [math.log(v) for v in new_medians]
     vb = statistics.variance(lb) / len(lb)
@@ -208,16 +210,27 @@ def _welch_on_process_medians(ratio: float, base_medians: list[float],
     if se == 0.0:
         # Every process of both builds gave the same median (deterministic counters such as
         # peak memory): the ratio is known exactly.
-        p = 1.0 if ratio == 1.0 else 0.0
-        return RatioEstimate(ratio, ratio, ratio, p, 0.0, math.inf, "processes", k_b, k_n)
+        return _t_estimate(ratio, 0.0, math.inf, alpha, "processes", k_b, k_n)
     # Welch-Satterthwaite; a side with zero variance contributes no term.
     denominator = (vb * vb / (k_b - 1) if vb else 0.0) + (vn * vn / (k_n - 1) if vn else 0.0)
     df = (vb + vn) ** 2 / denominator
-    log_ratio = math.log(ratio)
-    p = float(2.0 * sps.t.sf(abs(log_ratio) / se, df))
+    return _t_estimate(ratio, se, df, alpha, "processes", k_b, k_n)
+
+
+def _t_estimate(ratio: float, se: float, df: float, alpha: float, method: str, n_base: int,
+                n_new: int) -> RatioEstimate:
+    """The estimate of a t-test of log(ratio) = 0 with standard error `se`: the two-sided
+    p-value and the matching interval ratio * exp(+-t * se). With se 0 the ratio is known
+    exactly: p is 1 for a ratio of 1, else 0, and the interval is the ratio itself."""
+    if se == 0.0:
+        return RatioEstimate(ratio, ratio, ratio, 1.0 if ratio == 1.0 else 0.0, 0.0, math.inf,
+                             method, n_base, n_new)
+    from scipy import stats as sps
+
+    p = float(2.0 * sps.t.sf(abs(math.log(ratio)) / se, df))
     half = float(sps.t.ppf(1.0 - alpha / 2.0, df)) * se
     return RatioEstimate(ratio, ratio * math.exp(-half), ratio * math.exp(half), p, se, df,
-                         "processes", k_b, k_n)
+                         method, n_base, n_new)
 
 
 def _pooled(ratio: float, base: list[float], new: list[float], alpha: float) -> RatioEstimate:
@@ -278,7 +291,7 @@ def _paired_logs(base: Sequence[float], new: Sequence[float]) -> list[float]:
     # Value j of each build was timed in alternate turns with value j of the other, so the
     # two saw the same state of the machine. A position unusable on either side is dropped
     # as a pair, so the pairs after it stay aligned.
-    return [math.log(n / b) for b, n in zip(base, new) if _positive([b]) and _positive([n])]
+    return [math.log(n / b) for b, n in zip(base, new) if _usable(b) and _usable(n)]
 
 
 def compare_paired_samples(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], *,
@@ -298,21 +311,10 @@ def compare_paired_samples(pairs: Sequence[tuple[Sequence[float], Sequence[float
     per_pair = [logs for logs in (_paired_logs(b, n) for b, n in pairs) if logs]
     if len(per_pair) < 2:
         return compare_samples([b for b, _ in pairs], [n for _, n in pairs], alpha=alpha)
-    from scipy import stats as sps
-
     logs = [statistics.median(pair) for pair in per_pair]
     k = len(logs)
-    mean = statistics.fmean(logs)
-    ratio = math.exp(mean)
     se = statistics.stdev(logs) / math.sqrt(k)
-    if se == 0.0:
-        p = 1.0 if mean == 0.0 else 0.0
-        return RatioEstimate(ratio, ratio, ratio, p, 0.0, math.inf, "pairs", k, k)
-    df = float(k - 1)
-    p = float(2.0 * sps.t.sf(abs(mean) / se, df))
-    half = float(sps.t.ppf(1.0 - alpha / 2.0, df)) * se
-    return RatioEstimate(ratio, ratio * math.exp(-half), ratio * math.exp(half), p, se, df,
-                         "pairs", k, k)
+    return _t_estimate(math.exp(statistics.fmean(logs)), se, float(k - 1), alpha, "pairs", k, k)
 
 
 def adjust_p_values(p_values: Sequence[float]) -> list[float]:
