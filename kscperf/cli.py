@@ -488,9 +488,10 @@ def _ab_metadata(args: argparse.Namespace, profile_name: str, profile: Any,
     from kscperf.orchestrator import is_this_python
 
     lockstep_id = uuid.uuid4().hex
+    shared = _build_metadata(args, profile_name, profile)
     metadatas = []
     for role, (label, python, env) in zip(("base", "new"), builds):
-        md = _build_metadata(args, profile_name, profile)
+        md = dict(shared)
         if not is_this_python(python):
             # This Python's versions say nothing of that build's: its workers report theirs.
             for key in [k for k in md if k.endswith("_version") and k != "kscperf_version"]:
@@ -506,10 +507,9 @@ def _ab_metadata(args: argparse.Namespace, profile_name: str, profile: Any,
 
 def _ab_file_metadata(md: dict[str, Any], runs: list[Any]) -> dict[str, Any]:
     merged = _with_worker_env(md, runs)
-    if "python_version" not in md:
+    if "python_version" not in md and runs and "python_version" in runs[0].metadata:
         # Another Python ran this build: its workers say which.
-        merged.update({k: r.metadata[k] for r in runs[:1] for k in ("python_version",)
-                       if k in r.metadata})
+        merged["python_version"] = runs[0].metadata["python_version"]
     return merged
 
 
@@ -527,10 +527,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
     out_dir = args.output_dir or os.path.join("results", time.strftime("ab-%Y%m%d-%H%M%S"))
     outputs = [os.path.join(out_dir, f"{label}.json") for label, _, _ in builds]
     for path in outputs:
-        if os.path.exists(path) and not args.replace:
-            raise KscperfError(f"{path} already exists; pass --replace to overwrite it, or "
-                               "choose another -o DIR.")
-        results.check_writable(path, args.replace)
+        results.check_writable(path, args.replace, resumable=False, other="-o DIR")
     metadatas = _ab_metadata(args, profile_name, profile, builds, problems)
     for p in problems:
         _err(f"error: {p.message}")

@@ -465,17 +465,23 @@ def _pair_rows(base_named: dict[str, _Entry], base_cells: dict[tuple[str, str, s
     return pairs
 
 
+def _process_pairs(base: _Entry | None, new: _Entry | None
+                   ) -> list[tuple[list[float], list[float]]]:
+    """(BASE values, NEW values) of each process index both builds ran."""
+    if base is None or new is None or not base.by_process or not new.by_process:
+        return []
+    return [(values, new.by_process[i]) for i, values in sorted(base.by_process.items())
+            if i in new.by_process]
+
+
 def _compare_pair(base: _Entry | None, new: _Entry | None, alpha: float, lockstep: bool
                   ) -> tuple[_Entry, Verdict | None, stats.RatioEstimate, float]:
     some = base if base is not None else new
     assert some is not None
     status_verdict = _status_verdict(base, new) if some.kind == "time" else None
-    common = sorted(set(base.by_process or {}) & set(new.by_process or {})) \
-        if lockstep and base is not None and new is not None else []
-    if len(common) >= 2:
-        assert base is not None and new is not None
-        b, n = base.by_process or {}, new.by_process or {}
-        estimate = stats.compare_paired_samples([(b[i], n[i]) for i in common], alpha=alpha)
+    paired = _process_pairs(base, new) if lockstep else []
+    if len(paired) >= 2:
+        estimate = stats.compare_paired_samples(paired, alpha=alpha)
     else:
         estimate = stats.compare_samples(base.runs if base else [], new.runs if new else [],
                                          alpha=alpha)

@@ -102,6 +102,8 @@ def python_environment(python: str, extra: dict[str, str] | None = None) -> dict
         rest = env.get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_kscperf_only_path(), rest) if p)
     return env
+
+
 _ZYGOTE_START_TIMEOUT_S = 300.0
 
 

@@ -224,12 +224,14 @@ def build_document(runs: list[CellResult], metadata: dict[str, Any],
     return doc
 
 
-def check_writable(path: str, replace: bool) -> None:
-    """Raise KscperfError now, before any measuring, if `path` cannot be written later."""
+def check_writable(path: str, replace: bool, *, resumable: bool = True,
+                   other: str = "-o FILE") -> None:
+    """Raise KscperfError now, before any measuring, if `path` cannot be written later. The
+    message for an existing file offers --replace, --resume when `resumable`, and `other`."""
     if os.path.exists(path) and not replace:
-        raise KscperfError(
-            f"{path} already exists; pass --replace to overwrite it, --resume {path} to "
-            "finish it, or choose another -o FILE.")
+        resume = f", --resume {path} to finish it," if resumable else ""
+        raise KscperfError(f"{path} already exists; pass --replace to overwrite it{resume} or "
+                           f"choose another {other}.")
     if os.path.isdir(path):
         raise KscperfError(f"{path} is a directory; -o needs a file name.")
     directory = os.path.dirname(os.path.abspath(path))

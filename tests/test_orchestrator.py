@@ -118,8 +118,15 @@ def test_a_build_that_hangs_times_out_alone(tmp_path: Path) -> None:
 
 
 def test_ab_refuses_bad_builds_in_one_line(tmp_path: Path) -> None:
+    import venv
+
+    no_torch = tmp_path / "no-torch"
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(no_torch)
     for args, culprit in ((["--new-python", str(tmp_path / "nope")], "--new-python"),
+                          (["--new-python", str(no_torch / "bin" / "python")],
+                           "cannot import torch"),
                           (["--base-build", "x", "--new-build", "x"], "'x'"),
+                          (["--new-build", "a/b"], "cannot be a file name"),
                           (["--new-env", "NOEQUALS"], "NAME=VALUE")):
         proc = subprocess.run([sys.executable, "-m", "kscperf", "ab", str(WORK), *args,
                                "-o", str(tmp_path / "refused")],
@@ -128,6 +135,20 @@ def test_ab_refuses_bad_builds_in_one_line(tmp_path: Path) -> None:
         last = proc.stderr.strip().splitlines()[-1]
         assert culprit in last and "Traceback" not in proc.stderr
         assert not (tmp_path / "refused").exists()
+
+
+def test_ab_leaves_existing_results_alone(tmp_path: Path) -> None:
+    out = tmp_path / "kept"
+    out.mkdir()
+    (out / "base.json").write_text("measured before")
+    proc = subprocess.run([sys.executable, "-m", "kscperf", "ab", str(WORK), "-o", str(out)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    line = proc.stderr.strip()
+    assert len(line.splitlines()) == 1 and "already exists" in line and "-o DIR" in line
+    assert "--resume" not in line
+    assert (out / "base.json").read_text() == "measured before"
+    assert not (out / "new.json").exists()
 
 
 def test_a_build_in_another_python_environment(tmp_path: Path) -> None:
