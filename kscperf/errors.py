@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["KscperfError", "CellStatus", "BAD_STATUSES", "GOOD_STATUSES", "STATUS_SEVERITY"]
+__all__ = ["KscperfError", "CellStatus", "BAD_STATUSES", "GOOD_STATUSES", "STATUS_SEVERITY",
+           "describe_exception"]
 
 
 class KscperfError(Exception):
@@ -48,3 +49,18 @@ STATUS_SEVERITY = {
     CellStatus.TIMEOUT: 6,
     CellStatus.CRASHED: 7,
 }
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else ""
+
+
+def describe_exception(exc: BaseException, with_type: bool = True) -> str:
+    """An exception in one line, without its traceback: `Type: first line of the message`
+    (only the first line when not `with_type`), or the type's name when the message is
+    empty."""
+    first = _first_line(exc)
+    if not first:
+        return type(exc).__name__
+    return f"{type(exc).__name__}: {first}" if with_type else first

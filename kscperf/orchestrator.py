@@ -29,7 +29,8 @@ from typing import Callable, Protocol, Sequence
 
 from kscperf.errors import CellStatus
 from kscperf.plan import PlannedCell
-from kscperf.spec import PARTNER_ENDED, TURN, CellResult, CellSpec, TimingProfile, \
+from kscperf.lockstep import PARTNER_ENDED, TURN
+from kscperf.spec import CellResult, CellSpec, TimingProfile, \
     partial_result_path, phase_path
 
 __all__ = [

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from kscperf.definitions import ModelDef
 from kscperf.errors import KscperfError
-from kscperf.spec import TASKS
+from kscperf.names import TASKS, cell_name
 from kscperf.tools import BUILTIN_TOOLS, CUDA_SUFFIX, split_device
 
 __all__ = ["PlannedCell", "all_tool_names", "resolve_tools", "resolve_tasks", "plan_cells",
@@ -29,7 +29,7 @@ class PlannedCell:
 
     @property
     def name(self) -> str:
-        return f"{self.model.name}/{self.tool}/{self.task}"
+        return cell_name(self.model.name, self.tool, self.task)
 
 
 def all_tool_names(plugin_names: list[str]) -> list[str]:
@@ -80,7 +80,7 @@ def plan_cells(models: list[ModelDef], tools: list[str], tasks: list[str],
     for model in models:
         for tool in tools:
             for task in tasks:
-                name = f"{model.name}/{tool}/{task}"
+                name = cell_name(model.name, tool, task)
                 if patterns and not any(p in name for p in patterns):
                     continue
                 skip = None

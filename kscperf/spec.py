@@ -11,31 +11,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kscperf.errors import STATUS_SEVERITY, CellStatus
+from kscperf.names import cell_name
 
 __all__ = [
-    "TASKS",
     "TimingProfile",
     "PROFILES",
     "CellSpec",
     "CheckResult",
     "ConfigResult",
     "CellResult",
-    "PHASES",
     "partial_result_path",
     "phase_path",
-    "TURN",
-    "PARTNER_ENDED",
 ]
-
-# The bytes of the turn-taking protocol of `run-benchmarks ab` (see CellSpec.turns): the turn
-# itself, and the orchestrator's word that the partner's process has ended.
-TURN = b"t"
-PARTNER_ENDED = b"e"
-
-TASKS = ("inference", "fwd", "bwd", "jacobian")
-
-# Where in a worker's life something went wrong.
-PHASES = ("import", "configs", "compile", "prep", "check", "run", "worker")
 
 
 @dataclass(frozen=True)
@@ -94,7 +81,7 @@ class CellSpec:
 
     @property
     def name(self) -> str:
-        return f"{self.model}/{self.tool}/{self.task}"
+        return cell_name(self.model, self.tool, self.task)
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -117,7 +104,8 @@ class CellSpec:
 @dataclass(frozen=True)
 class CheckResult:
     """The comparison of one config's output, gradient or Jacobian with the float64
-    reference: elementwise |got - ref| <= atol + rtol * |ref|."""
+    reference: elementwise |got - ref| <= atol * scale + rtol * |ref|, where scale is
+    max(1, max |ref|) (check.compare_values)."""
 
     passed: bool
     what: str
@@ -198,7 +186,7 @@ class CellResult:
 
     @property
     def name(self) -> str:
-        return f"{self.model}/{self.tool}/{self.task}"
+        return cell_name(self.model, self.tool, self.task)
 
     @classmethod
     def for_spec(cls, spec: CellSpec, status: CellStatus, reason: str = "", phase: str = "",

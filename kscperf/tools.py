@@ -29,6 +29,8 @@ import importlib.metadata
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from kscperf.errors import describe_exception
+
 __all__ = [
     "BUILTIN_TOOLS",
     "EAGER_TOOLS",
@@ -105,9 +107,8 @@ def _script_compile(fn: Callable[..., Any], example_inputs: tuple[Any, ...],
     try:
         return torch.jit.script(fn)
     except Exception as exc:  # TorchScript raises many types; all mean "cannot script this"
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise Unsupported(f"torch.jit.script cannot compile {getattr(fn, '__name__', fn)}: "
-                          f"{first_line}") from exc
+                          f"{describe_exception(exc, with_type=False)}") from exc
 
 
 def _torch_compile(fn: Callable[..., Any], example_inputs: tuple[Any, ...],

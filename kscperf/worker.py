@@ -17,7 +17,6 @@ import gc
 import json
 import os
 import random
-import select
 import shutil
 import sys
 import tempfile
@@ -32,8 +31,9 @@ from kscperf import check, measure, tasks
 from kscperf.definitions import DefinitionError, ResolvedModel, import_definition_module, \
     resolve_model
 from kscperf.envinfo import machine_info, now_iso, torch_info
-from kscperf.errors import CellStatus
-from kscperf.spec import TURN, CellResult, CellSpec, ConfigResult, partial_result_path, \
+from kscperf.errors import CellStatus, describe_exception
+from kscperf.lockstep import Turns
+from kscperf.spec import CellResult, CellSpec, ConfigResult, partial_result_path, \
     phase_path
 from kscperf.tools import Unsupported, load_tool
 
@@ -90,12 +90,6 @@ def _default_config_name(args: tuple[Any, ...]) -> str:
     return "config"
 
 
-def _message(exc: BaseException) -> str:
-    text = str(exc).strip()
-    first = text.splitlines()[0] if text else ""
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
-
-
 def _where(exc: BaseException) -> str:
     """The innermost frame of a traceback that is not kscperf's or torch's own, if any."""
     frames = traceback.extract_tb(exc.__traceback__)
@@ -142,7 +136,7 @@ def load_configs(model: ResolvedModel, seed: int) -> list[tuple[str, tuple[Any, 
     try:
         configs = [_as_args(c) for c in model.configs()]
     except Exception as exc:
-        raise DefinitionError(f"{where} raised {_message(exc)}{_where(exc)}") from exc
+        raise DefinitionError(f"{where} raised {describe_exception(exc)}{_where(exc)}") from exc
     if not configs:
         raise DefinitionError(f"{where} yielded no configs")
     if model.config_names is not None:
@@ -266,7 +260,7 @@ def _run_config(spec: CellSpec, model: ResolvedModel, name: str, config: tuple[A
         for key in ("status", "reason", "phase"):
             common.pop(key, None)
         return ConfigResult(status=_status_for(exc), phase=phase,
-                            reason=f"{_message(exc)}{_where(exc)}", **common)
+                            reason=f"{describe_exception(exc)}{_where(exc)}", **common)
     finally:
         prepared = args = None  # noqa: F841 -- drop the graph before the next config
         _teardown(device)
@@ -336,40 +330,8 @@ def run_cell(spec: CellSpec, clock: measure.TimeLoops | None = None,
     except (DefinitionError, tasks.OutputError) as exc:
         return CellResult.for_spec(spec, CellStatus.FAILED, str(exc), phase, metadata=metadata)
     except Exception as exc:
-        return CellResult.for_spec(spec, _status_for(exc), f"{_message(exc)}{_where(exc)}",
+        return CellResult.for_spec(spec, _status_for(exc), f"{describe_exception(exc)}{_where(exc)}",
                                    phase, metadata=metadata)
-
-
-class _Turns:
-    """This worker's side of a lockstep pair (`run-benchmarks ab`): it runs only while it
-    holds the turn."""
-
-    def __init__(self, mine: str, partner: str, wait_s: float | None) -> None:
-        # O_RDWR: opening a FIFO so never blocks, and the orchestrator holds both ends open.
-        self._mine = os.open(mine, os.O_RDWR)
-        self._partner = os.open(partner, os.O_RDWR)
-        self._wait_s = wait_s
-        self.alone = False
-        # Warmups and values timed while the partner did not alternate: after it ended, or
-        # after it kept the turn past wait_s.
-        self.unpaired_values = 0
-
-    def take(self) -> None:
-        """Wait for the turn; once the partner has ended, or after `wait_s`, go on alone."""
-        if self.alone:
-            return
-        ready, _, _ = select.select([self._mine], [], [], self._wait_s)
-        if not ready or os.read(self._mine, 1) != TURN:
-            self.alone = True
-
-    def after_value(self) -> None:
-        """After each timed warmup or value: give the turn to the partner and wait for it to
-        come back."""
-        if self.alone:
-            self.unpaired_values += 1
-            return
-        os.write(self._partner, TURN)
-        self.take()
 
 
 def _write_atomic(path: str, data: dict[str, Any]) -> None:
@@ -393,7 +355,7 @@ def main(spec_path: str, result_path: str) -> int:
     _phase_path = phase_path(result_path)
     turns = None
     if spec.turns:
-        turns = _Turns(spec.turns[0], spec.turns[1], spec.turn_wait_s)
+        turns = Turns(spec.turns[0], spec.turns[1], spec.turn_wait_s)
         turns.take()
     try:
         result = run_cell(spec, on_config=lambda partial: _write_atomic(

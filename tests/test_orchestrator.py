@@ -12,8 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-from kscperf.spec import PARTNER_ENDED, TURN
-from kscperf.worker import _Turns
+from kscperf.lockstep import PARTNER_ENDED, TURN, Turns
 
 WORK = Path(__file__).parent / "fixtures" / "work" / "work.py"
 
@@ -31,7 +30,7 @@ def test_two_sides_alternate_one_timed_value_each(tmp_path: Path) -> None:
     unpaired: dict[int, int] = {}
 
     def run(side: int) -> None:
-        turns = _Turns(paths[side], paths[1 - side], wait_s=30)
+        turns = Turns(paths[side], paths[1 - side], wait_s=30)
         turns.take()
         for _ in range(8):  # what measure_values does with after_value, with a fake value
             t0 = time.perf_counter()
@@ -55,7 +54,7 @@ def test_two_sides_alternate_one_timed_value_each(tmp_path: Path) -> None:
 
 def test_a_partner_that_keeps_the_turn_is_left_after_the_wait(tmp_path: Path) -> None:
     paths, _ = _fifos(tmp_path)
-    turns = _Turns(paths[0], paths[1], wait_s=0.2)
+    turns = Turns(paths[0], paths[1], wait_s=0.2)
     t0 = time.perf_counter()
     turns.take()  # nobody ever hands the turn over
     assert turns.alone and 0.15 < time.perf_counter() - t0 < 5
@@ -67,7 +66,7 @@ def test_a_partner_that_keeps_the_turn_is_left_after_the_wait(tmp_path: Path) ->
 def test_an_ended_partner_lets_the_other_go_on_alone(tmp_path: Path) -> None:
     paths, fds = _fifos(tmp_path)
     os.write(fds[0], PARTNER_ENDED)
-    turns = _Turns(paths[0], paths[1], wait_s=None)
+    turns = Turns(paths[0], paths[1], wait_s=None)
     t0 = time.perf_counter()
     turns.take()
     turns.after_value()
