@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kscperf import orchestrator
+from kscperf import launch
 
 POLLUTION = Path(__file__).parent / "fixtures" / "isolation" / "pollution.py"
 QUICK = ["--fast", "--values", "1", "--warmups", "0", "--min-time", "0.001"]
@@ -67,14 +67,14 @@ def test_dead_fork_server_is_replaced(tmp_path: Path) -> None:
 
 def test_spawn_is_the_fallback_without_fork(monkeypatch: pytest.MonkeyPatch,
                                             tmp_path: Path) -> None:
-    assert isinstance(orchestrator.make_launcher("spawn"),
-                      orchestrator.SpawnLauncher)
-    assert isinstance(orchestrator.make_launcher("fork"),
-                      orchestrator.ForkLauncher)
+    assert isinstance(launch.make_launcher("spawn"),
+                      launch.SpawnLauncher)
+    assert isinstance(launch.make_launcher("fork"),
+                      launch.ForkLauncher)
     # A platform without fork() cannot be had here; take fork() away from os.
     monkeypatch.delattr(os, "fork")
-    assert isinstance(orchestrator.make_launcher("fork"),
-                      orchestrator.SpawnLauncher)
+    assert isinstance(launch.make_launcher("fork"),
+                      launch.SpawnLauncher)
 
 
 def test_isolation_recorded(tmp_path: Path) -> None:
