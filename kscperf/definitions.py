@@ -39,7 +39,6 @@ __all__ = [
     "ModelDef",
     "DefinitionProblem",
     "DefinitionError",
-    "EXTRA_SUFFIXES",
     "find_definition_files",
     "scan_models",
     "import_definition_module",
@@ -50,7 +49,6 @@ __all__ = [
 CONFIGS_SUFFIX = "_bench_configs"
 REFERENCE_SUFFIX = "_pytorch"
 NICE_SUFFIX = "_pytorch_nice"
-EXTRA_SUFFIXES = ("_config_names", "_diff_args", "_tolerances", "_skip", "_timeout")
 
 
 class DefinitionError(Exception):

@@ -38,36 +38,35 @@ def all_tool_names(plugin_names: list[str]) -> list[str]:
     return base + [t + CUDA_SUFFIX for t in base]
 
 
-def _split_list(text: str) -> list[str]:
-    return [part.strip() for part in text.split(",") if part.strip()]
+def _chosen(requested: str, known: list[str], kind: str, hint: str = "") -> list[str]:
+    """The names of a comma list, each checked against `known`; KscperfError naming the
+    option (`--tools`, `--tasks`) for an unknown name or an empty list."""
+    chosen = [part.strip() for part in requested.split(",") if part.strip()]
+    for name in chosen:
+        if name not in known:
+            raise KscperfError(f"unknown {kind} {name!r} in --{kind}s; known {kind}s: "
+                               f"{', '.join(known)}{hint}.")
+    if not chosen:
+        raise KscperfError(f"--{kind}s names no {kind}.")
+    return chosen
 
 
 def resolve_tools(requested: str | None, plugin_names: list[str]) -> list[str]:
-    """The tools named in a comma list (default: all); KscperfError for an unknown one."""
+    """The tools named in a comma list, in the order given (default: all); KscperfError for
+    an unknown one."""
     known = all_tool_names(plugin_names)
     if requested is None:
         return known
-    tools = _split_list(requested)
-    for tool in tools:
-        if tool not in known:
-            raise KscperfError(f"unknown tool {tool!r} in --tools; known tools: "
-                               f"{', '.join(known)} (plug-ins register more with --tool-plugin).")
-    if not tools:
-        raise KscperfError("--tools names no tool.")
-    return list(dict.fromkeys(tools))
+    hint = " (plug-ins register more with --tool-plugin)"
+    return list(dict.fromkeys(_chosen(requested, known, "tool", hint)))
 
 
 def resolve_tasks(requested: str | None) -> list[str]:
-    """The tasks named in a comma list (default: all); KscperfError for an unknown one."""
+    """The tasks named in a comma list, in the design's order (default: all); KscperfError
+    for an unknown one."""
     if requested is None:
         return list(TASKS)
-    chosen = _split_list(requested)
-    for task in chosen:
-        if task not in TASKS:
-            raise KscperfError(f"unknown task {task!r} in --tasks; known tasks: "
-                               f"{', '.join(TASKS)}.")
-    if not chosen:
-        raise KscperfError("--tasks names no task.")
+    chosen = _chosen(requested, list(TASKS), "task")
     return [t for t in TASKS if t in chosen]
 
 

@@ -14,13 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from runner_testing import cli
+
 FAULTS = Path(__file__).parent / "fixtures" / "faults"
 QUICK = ["--fast", "--values", "2", "--warmups", "0", "--min-time", "0.001"]
-
-
-def _cli(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kscperf", *args], capture_output=True,
-                          text=True, cwd=cwd, timeout=timeout)
 
 
 def _cells(path: Path) -> list[dict]:
@@ -37,7 +34,7 @@ def _cell(cells: list[dict], model: str, tool: str, task: str, config: str | Non
 @pytest.fixture(scope="module")
 def fault_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess, Path]:
     out = tmp_path_factory.mktemp("faults") / "faults.json"
-    proc = _cli(str(FAULTS), "--tools", "pt,ptnice", "--tasks", "inference,bwd", *QUICK,
+    proc = cli(str(FAULTS), "--tools", "pt,ptnice", "--tasks", "inference,bwd", *QUICK,
                 "--timeout", "60", "--max-rss", str(1_500_000_000), "-o", str(out))
     return proc, out
 
@@ -190,7 +187,7 @@ def test_interrupt_writes_partial_then_resume_finishes(tmp_path: Path, sig: int)
     done_before = {(r["model"], r["tool"], r["task"]) for r in partial["kscperf"]["runs"]}
     assert 3 <= len(done_before) < 8
 
-    resumed = _cli("--resume", str(out), "--tools", "pt,ptnice", *QUICK,
+    resumed = cli("--resume", str(out), "--tools", "pt,ptnice", *QUICK,
                    str(FAULTS / "healthy.py"))
     assert resumed.returncode == 0, resumed.stderr
     final = json.loads(out.read_text())
@@ -205,7 +202,7 @@ def test_interrupt_writes_partial_then_resume_finishes(tmp_path: Path, sig: int)
 def test_existing_output_is_never_overwritten(tmp_path: Path) -> None:
     out = tmp_path / "keep.json"
     out.write_text("precious")
-    proc = _cli(str(FAULTS / "healthy.py"), "--tools", "pt", "--tasks", "inference", *QUICK,
+    proc = cli(str(FAULTS / "healthy.py"), "--tools", "pt", "--tasks", "inference", *QUICK,
                 "-o", str(out))
     assert proc.returncode == 2
     assert out.read_text() == "precious"
@@ -214,7 +211,7 @@ def test_existing_output_is_never_overwritten(tmp_path: Path) -> None:
 
 def test_unwritable_output_refused_before_running(tmp_path: Path) -> None:
     t0 = time.monotonic()
-    proc = _cli(str(FAULTS / "healthy.py"), "-o", "/proc/kscperf/results.json")
+    proc = cli(str(FAULTS / "healthy.py"), "-o", "/proc/kscperf/results.json")
     assert proc.returncode == 2
     assert proc.stderr.startswith("run-benchmarks: error: cannot write results to "
                                   "/proc/kscperf/results.json")
@@ -225,7 +222,7 @@ def test_unwritable_output_refused_before_running(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name,unknown", [("--tools", "pt,nosuchtool"), ("--tasks", "hessian")])
 def test_unknown_names_one_line(name: str, unknown: str) -> None:
-    proc = _cli(str(FAULTS / "healthy.py"), name, unknown)
+    proc = cli(str(FAULTS / "healthy.py"), name, unknown)
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1
     assert unknown.split(",")[-1] in proc.stderr and "Traceback" not in proc.stderr
@@ -260,13 +257,13 @@ def test_bad_results_files(tmp_path: Path, command: str, bad: str) -> None:
     _plain_pyperf_file(good)
     args = ([command, str(good), str(path)] if command == "compare"
             else [command, str(path), "-o", str(tmp_path / "r.html")])
-    proc = _cli(*args)
+    proc = cli(*args)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
     assert words in proc.stderr and bad in proc.stderr
 
 
 def test_missing_results_file(tmp_path: Path) -> None:
-    proc = _cli("compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"))
+    proc = cli("compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"))
     assert proc.returncode == 2
     assert "no such results file" in proc.stderr and proc.stderr.count("\n") == 1

@@ -12,9 +12,11 @@ import pytest
 
 from runner_testing import BENCH_DEFS, FIXTURES
 
-TORCH_FREE = ["kscperf.cli", "kscperf.plan", "kscperf.orchestrator", "kscperf.results",
-              "kscperf.definitions", "kscperf.spec", "kscperf.errors", "kscperf.envinfo",
-              "kscperf.tools", "kscperf.measure"]
+TORCH_FREE = ["kscperf", "kscperf.api", "kscperf.cli", "kscperf.session", "kscperf.plan",
+              "kscperf.schedule", "kscperf.launch", "kscperf.outcome", "kscperf.workerenv",
+              "kscperf.lockstep", "kscperf.names", "kscperf.results", "kscperf.compare",
+              "kscperf.report", "kscperf.definitions", "kscperf.spec", "kscperf.errors",
+              "kscperf.envinfo", "kscperf.tools", "kscperf.measure"]
 
 
 @pytest.mark.parametrize("module", TORCH_FREE)

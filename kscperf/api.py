@@ -1,0 +1,101 @@
+"""The Python API of kscperf: run benchmarks, load results, compare builds, render reports.
+
+    import kscperf
+
+    result = kscperf.run("bench_defs/relu3.py", output="new.json", profile="fast")
+    comparison = kscperf.compare_builds("old.json", "new.json")
+    kscperf.write_report(["old.json", "new.json"], "report.html")
+
+Everything here is what `run-benchmarks` does, without printing: the CLI is a thin layer
+over these functions. Bad input raises `KscperfError` with one sentence naming the culprit.
+Importing kscperf never imports torch; only the worker processes do.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from kscperf import compare as _compare
+from kscperf import report as _report
+from kscperf import results as _results
+from kscperf.session import Build, OnProgress, RunConfig, SessionResult, prepare_session
+
+__all__ = ["run", "run_checks", "run_ab", "load", "compare_builds", "write_report",
+           "merge_shards", "Build", "RunConfig", "SessionResult"]
+
+ResultsLike = str | _results.LoadedResults
+
+
+def run(*paths: str, output: str | None = None, build: str | None = None,
+        replace: bool = False, resume: str | None = None, env: Mapping[str, str] | None = None,
+        on_progress: OnProgress | None = None, **settings: Any) -> SessionResult:
+    """Run every MODEL × TOOL × TASK found in `paths` (files or folders of benchmark
+    definitions; none: the shipped suite), each in fresh worker processes, and write the
+    results file `output` (default results/<build>.json). `build` labels the build (default:
+    the git commit of the working directory); `env` adds variables to the workers'
+    environment. `settings` are the fields of `RunConfig` (profile="fast",
+    tools="pt,compiled", tasks="bwd", processes=..., ...). Returns the session's result;
+    after Ctrl-C it is `interrupted`, with what was measured written to `output` and marked
+    incomplete."""
+    config = RunConfig(paths=tuple(paths), **settings)
+    target = Build(label=build, env=tuple(sorted((env or {}).items())), output=output)
+    session = prepare_session(config, [target], replace=replace, resume=resume)
+    return session.run(on_progress)
+
+
+def run_checks(*paths: str, output: str | None = None, replace: bool = False,
+          on_progress: OnProgress | None = None, **settings: Any) -> SessionResult:
+    """Only the correctness checks of the cells in `paths`, one process each, no timing.
+    Writes `output` when given."""
+    config = RunConfig(paths=tuple(paths), check_only=True, **settings)
+    session = prepare_session(config, [Build(output=output)], replace=replace)
+    return session.run(on_progress)
+
+
+def run_ab(*paths: str, base: Build = Build(label="base"), new: Build = Build(label="new"),
+       output_dir: str | None = None, replace: bool = False,
+       on_progress: OnProgress | None = None, **settings: Any) -> SessionResult:
+    """Run the cells of `paths` in two builds at once, their workers taking turns value by
+    value, and write `output_dir/<label>.json` for each (default results/ab-<time>/).
+    A build is told apart by its Python (`Build(python=...)`) or its environment variables
+    (`Build(env=(("NAME", "value"),))`). Compare the two with `compare_builds(*result.loaded)`."""
+    config = RunConfig(paths=tuple(paths), **settings)
+    session = prepare_session(config, [base, new], replace=replace, output_dir=output_dir)
+    return session.run(on_progress)
+
+
+def load(path: str) -> _results.LoadedResults:
+    """A results file written by kscperf (or a plain pyperf file), parsed and validated."""
+    return _results.load_results(path)
+
+
+def _loaded(item: ResultsLike) -> _results.LoadedResults:
+    return item if isinstance(item, _results.LoadedResults) else _results.load_results(item)
+
+
+def compare_builds(base: ResultsLike, new: ResultsLike, *, min_effect: float = 0.05,
+            force: bool = False) -> _compare.Comparison:
+    """NEW against BASE, benchmark by benchmark: ratio, interval, p-value, verdict, and
+    geometric means. Files from different machines, torch versions or profiles raise
+    KscperfError unless `force`."""
+    return _compare.compare_builds(_loaded(base), _loaded(new), min_effect=min_effect,
+                                   force=force)
+
+
+def write_report(builds: Sequence[ResultsLike], output: str, *, force: bool = False) -> str:
+    """Write the self-contained HTML report of `builds` (oldest first; the last two are
+    compared) to `output`, and return its path."""
+    loaded = [_loaded(b) for b in builds]
+    comparison = None
+    if len(loaded) >= 2:
+        comparison = _compare.compare_builds(loaded[-2], loaded[-1], force=force)
+    _report.write_report(output, _report.render_report(loaded, comparison, force=force))
+    return output
+
+
+def merge_shards(paths: Sequence[str], output: str) -> str:
+    """Merge the shard files of one build into `output`, which must not exist yet; return
+    its path."""
+    _results.check_writable(output, replace=False)
+    _results.merge_results(list(paths), output)
+    return output
