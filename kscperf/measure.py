@@ -39,6 +39,10 @@ TimeLoops = Callable[[Callable[[], Any], int], tuple[float, float | None]]
 
 @dataclass
 class Measurement:
+    """What `measure_values` took: the loop count, the (loops, seconds per call) warmups
+    (calibration included), the kept values in seconds per call, and device seconds per
+    call where the clock gives them."""
+
     loops: int
     warmups: list[tuple[int, float]] = field(default_factory=list)
     values: list[float] = field(default_factory=list)
@@ -57,7 +61,7 @@ def cpu_clock(timer: Callable[[], float] = time.perf_counter) -> TimeLoops:
     return time_loops
 
 
-def cuda_clock(device: Any = None) -> TimeLoops:
+def cuda_clock() -> TimeLoops:
     """A clock for CUDA work: host time with a synchronize on both sides (wall time, the
     headline), and CUDA events around the same loop (device time)."""
     import torch
@@ -66,14 +70,14 @@ def cuda_clock(device: Any = None) -> TimeLoops:
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
         # Work queued before the loop must not be charged to it.
-        torch.cuda.synchronize(device)
+        torch.cuda.synchronize()
         t0 = time.perf_counter()
         start.record()
         for _ in range(loops):
             fn()
         end.record()
         # Kernels launch asynchronously: the loop is over only when the device is done.
-        torch.cuda.synchronize(device)
+        torch.cuda.synchronize()
         wall = time.perf_counter() - t0
         return wall, start.elapsed_time(end) / 1e3
 

@@ -1,4 +1,4 @@
-"""What each task times and what it checks.
+"""What each task times and what it checks: one small object per task, in `TASK_TABLE`.
 
     inference  f(*x) under torch.inference_mode()          checks the output
     fwd        f(*x) with grad-requiring inputs            checks the output
@@ -10,22 +10,32 @@
                element (torch.autograd.functional.jacobian, unvectorized, so any tool with a
                backward works, including custom autograd.Functions and compiled graphs)
 
-The same `task_value` computes the checked value for the tool under test and for the float64
-reference, so both sides are always computed the same way. Nothing here times anything.
+Each task's `prepare` builds the timed callable and `value` computes the checked value, for
+the tool under test and for the float64 reference alike, so both sides are always computed the
+same way; the checked value is what one call of the timed callable gives (for `bwd`, with a zero
+gradient where an input is unused). Nothing here times anything.
 """
 
 from __future__ import annotations
 
+import abc
 import contextlib
 from dataclasses import dataclass
-from typing import Any, Callable, ContextManager, Sequence
+from types import MappingProxyType
+from typing import Any, Callable, ContextManager, Mapping, Sequence
 
 import torch
 
 __all__ = [
-    "TASKS",
     "OutputError",
     "PreparedTask",
+    "Task",
+    "InferenceTask",
+    "FwdTask",
+    "BwdTask",
+    "JacobianTask",
+    "TASK_TABLE",
+    "task_for",
     "flatten_output",
     "differentiable_indices",
     "make_cotangents",
@@ -35,8 +45,6 @@ __all__ = [
     "prepare_task",
     "jacobian_elements",
 ]
-
-TASKS = ("inference", "fwd", "bwd", "jacobian")
 
 
 class OutputError(TypeError):
@@ -84,14 +92,27 @@ def make_cotangents(outputs: Sequence[torch.Tensor], seed: int) -> list[torch.Te
     return [torch.randn(o.shape, generator=gen, dtype=torch.float64) for o in outputs]
 
 
+def jacobian_elements(outputs: Sequence[torch.Tensor], args: Sequence[Any],
+                      diff: Sequence[int]) -> int:
+    """How many entries the full Jacobian has."""
+    return sum(o.numel() for o in outputs) * sum(args[i].numel() for i in diff)
+
+
 def _with_grad(args: Sequence[Any], diff: Sequence[int]) -> tuple[Any, ...]:
     return tuple(a.detach().requires_grad_(True) if i in diff else a for i, a in enumerate(args))
 
 
-def _grads(outs: list[torch.Tensor], inputs: list[torch.Tensor],
-           cotangents: list[torch.Tensor]) -> list[torch.Tensor]:
-    grads = torch.autograd.grad(outs, inputs, cotangents, retain_graph=True, allow_unused=True)
-    return [torch.zeros_like(x) if g is None else g for g, x in zip(grads, inputs)]
+def _cotangents_like(outputs: Sequence[torch.Tensor], seed: int) -> list[torch.Tensor]:
+    # Drawn in float64 on the CPU, then cast: every tool and the reference get the same v.
+    return [c.to(o.device, o.dtype) for c, o in zip(make_cotangents(outputs, seed), outputs)]
+
+
+def _vjp_graph(fn: Callable[..., Any], args: tuple[Any, ...], diff: Sequence[int], seed: int,
+               who: str) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
+    """(outputs, differentiated inputs, cotangents) of one forward pass in grad mode."""
+    args = _with_grad(args, diff)
+    outs = flatten_output(fn(*args), who)
+    return outs, [args[i] for i in diff], _cotangents_like(outs, seed)
 
 
 def _jacobian(fn: Callable[..., Any], args: tuple[Any, ...], diff: Sequence[int],
@@ -107,31 +128,6 @@ def _jacobian(fn: Callable[..., Any], args: tuple[Any, ...], diff: Sequence[int]
     return [j for per_output in jac for j in per_output]
 
 
-def jacobian_elements(outputs: Sequence[torch.Tensor], args: Sequence[Any],
-                      diff: Sequence[int]) -> int:
-    """How many entries the full Jacobian has."""
-    return sum(o.numel() for o in outputs) * sum(args[i].numel() for i in diff)
-
-
-def task_value(task: str, fn: Callable[..., Any], args: tuple[Any, ...], diff: Sequence[int],
-               cotangents_seed: int, who: str) -> list[torch.Tensor]:
-    """The value checked for `task`: outputs, gradient for seeded cotangents, or Jacobian."""
-    if task == "inference":
-        with torch.inference_mode():
-            return [o.clone() for o in flatten_output(fn(*args), who)]
-    args = _with_grad(args, diff)
-    if task == "fwd":
-        return [o.detach() for o in flatten_output(fn(*args), who)]
-    if task == "bwd":
-        outs = flatten_output(fn(*args), who)
-        cot = [c.to(o.device, o.dtype) for c, o in
-               zip(make_cotangents(outs, cotangents_seed), outs)]
-        return [g.detach() for g in _grads(outs, [args[i] for i in diff], cot)]
-    if task == "jacobian":
-        return [j.detach() for j in _jacobian(fn, args, diff, who)]
-    raise ValueError(f"unknown task {task!r}")
-
-
 @dataclass
 class PreparedTask:
     """The timed callable, and the context the timing loop runs in (inference mode or
@@ -141,23 +137,107 @@ class PreparedTask:
     context: Callable[[], ContextManager[Any]]
 
 
-def prepare_task(task: str, fn: Callable[..., Any], args: tuple[Any, ...], diff: Sequence[int],
-                 cotangents_seed: int, who: str) -> PreparedTask:
-    """Everything `task` needs before timing (grad flags; for `bwd` the forward graph and the
-    cotangents), built outside timing."""
-    if task == "inference":
+@dataclass(frozen=True)
+class Task(abc.ABC):
+    """One task. `prepare` builds, outside timing, what is timed; `value` is what is checked:
+    by default one call of the timed callable, inside its context, as a list of tensors."""
+
+    name: str
+    checks: str  # what the check calls the value, in reasons and reports
+    differentiates: bool = True  # False: needs no floating-point tensor to differentiate
+
+    @abc.abstractmethod
+    def prepare(self, fn: Callable[..., Any], args: tuple[Any, ...], diff: Sequence[int],
+                cotangent_seed: int, who: str) -> PreparedTask:
+        """The timed callable for `fn` at `args` (grad flags set, graphs built) and its
+        context; `who` names `fn` in errors."""
+
+    def value(self, fn: Callable[..., Any], args: tuple[Any, ...], diff: Sequence[int],
+              cotangent_seed: int, who: str) -> list[torch.Tensor]:
+        """The checked value of `fn` at `args`, detached from any graph."""
+        prepared = self.prepare(fn, args, diff, cotangent_seed, who)
+        with prepared.context():
+            return self._as_value(prepared.timed(), who)
+
+    def _as_value(self, timed_result: Any, who: str) -> list[torch.Tensor]:
+        return [o.detach() for o in flatten_output(timed_result, who)]
+
+
+class InferenceTask(Task):
+    """f(*x) under torch.inference_mode(); checks the output."""
+
+    def prepare(self, fn: Callable[..., Any], args: tuple[Any, ...], diff: Sequence[int],
+                cotangent_seed: int, who: str) -> PreparedTask:
         return PreparedTask(lambda: fn(*args), torch.inference_mode)
-    args = _with_grad(args, diff)
-    if task == "fwd":
+
+    def _as_value(self, timed_result: Any, who: str) -> list[torch.Tensor]:
+        return [o.clone() for o in flatten_output(timed_result, who)]
+
+
+class FwdTask(Task):
+    """f(*x) with grad-requiring inputs, so the autograd graph is built; checks the output."""
+
+    def prepare(self, fn: Callable[..., Any], args: tuple[Any, ...], diff: Sequence[int],
+                cotangent_seed: int, who: str) -> PreparedTask:
+        args = _with_grad(args, diff)
         return PreparedTask(lambda: fn(*args), contextlib.nullcontext)
-    if task == "bwd":
-        outs = flatten_output(fn(*args), who)
-        inputs = [args[i] for i in diff]
-        cot = [c.to(o.device, o.dtype) for c, o in
-               zip(make_cotangents(outs, cotangents_seed), outs)]
+
+
+class BwdTask(Task):
+    """The vector-Jacobian product for a seeded cotangent over a graph built in prep;
+    checks the gradient (zero for an unused input)."""
+
+    def prepare(self, fn: Callable[..., Any], args: tuple[Any, ...], diff: Sequence[int],
+                cotangent_seed: int, who: str) -> PreparedTask:
+        outs, inputs, cot = _vjp_graph(fn, args, diff, cotangent_seed, who)
         return PreparedTask(
             lambda: torch.autograd.grad(outs, inputs, cot, retain_graph=True, allow_unused=True),
             contextlib.nullcontext)
-    if task == "jacobian":
+
+    def value(self, fn: Callable[..., Any], args: tuple[Any, ...], diff: Sequence[int],
+              cotangent_seed: int, who: str) -> list[torch.Tensor]:
+        outs, inputs, cot = _vjp_graph(fn, args, diff, cotangent_seed, who)
+        grads = torch.autograd.grad(outs, inputs, cot, retain_graph=True, allow_unused=True)
+        return [(torch.zeros_like(x) if g is None else g).detach() for g, x in zip(grads, inputs)]
+
+
+class JacobianTask(Task):
+    """The full Jacobian, forward included; checks every entry."""
+
+    def prepare(self, fn: Callable[..., Any], args: tuple[Any, ...], diff: Sequence[int],
+                cotangent_seed: int, who: str) -> PreparedTask:
+        args = _with_grad(args, diff)
         return PreparedTask(lambda: _jacobian(fn, args, diff, who), contextlib.nullcontext)
-    raise ValueError(f"unknown task {task!r}")
+
+    def _as_value(self, timed_result: Any, who: str) -> list[torch.Tensor]:
+        return [j.detach() for j in timed_result]
+
+
+# Task name -> task, in the order of kscperf.names.TASKS.
+TASK_TABLE: Mapping[str, Task] = MappingProxyType({t.name: t for t in (
+    InferenceTask("inference", checks="output", differentiates=False),
+    FwdTask("fwd", checks="output"),
+    BwdTask("bwd", checks="gradient"),
+    JacobianTask("jacobian", checks="jacobian"),
+)})
+
+
+def task_for(name: str) -> Task:
+    """The task called `name`; ValueError for an unknown name."""
+    try:
+        return TASK_TABLE[name]
+    except KeyError:
+        raise ValueError(f"unknown task {name!r}") from None
+
+
+def task_value(task: str, fn: Callable[..., Any], args: tuple[Any, ...], diff: Sequence[int],
+               cotangent_seed: int, who: str) -> list[torch.Tensor]:
+    """The value checked for `task`: outputs, gradient for seeded cotangents, or Jacobian."""
+    return task_for(task).value(fn, args, diff, cotangent_seed, who)
+
+
+def prepare_task(task: str, fn: Callable[..., Any], args: tuple[Any, ...], diff: Sequence[int],
+                 cotangent_seed: int, who: str) -> PreparedTask:
+    """Everything `task` needs before timing (grad flags; for `bwd` the forward graph and the
+    cotangents), built outside timing."""
+    return task_for(task).prepare(fn, args, diff, cotangent_seed, who)

@@ -1,9 +1,17 @@
 """One cell in one process: `python -m kscperf.worker SPEC.json RESULT.json`.
 
-Reads the spec, imports the definition module and the tool, then: compile (timed; for lazy
-compilers the first call minus a steady call), and per config: prep (timed), check against
-the float64 reference, calibrated timing, peak memory, teardown. Writes one result file
-atomically and exits 0 whenever it wrote one. Decides nothing that is not in the spec.
+Owns a cell's phases, each noted in the phase file as it starts (so the orchestrator can say
+where a worker that died was) and each the `phase` of a failure inside it:
+
+    import    load the tool and the definition module          _load
+    configs   generate the configs under the seed              load_configs
+    compile   the tool's build, timed (for lazy compilers the   _compile_cell
+              first call minus a steady call)
+    then per config (_run_config): skip hooks, prep (timed, _prep), check against the float64
+    reference (_check), calibrated timing and peak memory (run, _measure), teardown.
+
+Writes the result so far after each config and one result file at the end, atomically, and
+exits 0 whenever it wrote one. Decides nothing that is not in the spec.
 
 `python -m kscperf.worker --serve` is the fork server ("zygote"): it imports torch and this
 module once, never initialises CUDA or runs a torch op (so no thread pool or CUDA context
@@ -13,6 +21,7 @@ exists to be broken by fork()), then forks one fresh child per request read from
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gc
 import json
 import os
@@ -23,6 +32,7 @@ import tempfile
 import time
 import traceback
 import zlib
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
@@ -33,9 +43,10 @@ from kscperf.definitions import DefinitionError, ResolvedModel, import_definitio
 from kscperf.envinfo import machine_info, now_iso, torch_info
 from kscperf.errors import CellStatus, describe_exception
 from kscperf.lockstep import Turns
+from kscperf.results import write_text_atomic
 from kscperf.spec import CellResult, CellSpec, ConfigResult, partial_result_path, \
     phase_path
-from kscperf.tools import Unsupported, load_tool
+from kscperf.tools import ToolImpl, Unsupported, load_tool
 
 __all__ = ["run_cell", "load_configs", "main", "serve"]
 
@@ -68,6 +79,147 @@ def _enter(phase: str, config: str = "") -> str:
     return phase
 
 
+# -- one cell: import, configs, compile, then each config: skip, prep, check, run, teardown ---
+
+@dataclass(frozen=True)
+class _Loaded:
+    """What the import phase found: the tool, its device, the model, and the function the
+    tool takes (`who` names the tool's build of it in errors)."""
+
+    tool: ToolImpl
+    device: str
+    model: ResolvedModel
+    fn: Callable[..., Any]
+    who: str
+    import_s: float
+
+
+@dataclass(frozen=True)
+class _Cell:
+    """What every config of one cell shares, settled by the compile phase."""
+
+    spec: CellSpec
+    model: ResolvedModel
+    task: tasks.Task
+    compiled: Callable[..., Any]
+    lazy: bool
+    device: str
+    who: str
+    clock: measure.TimeLoops
+    loops: dict[str, int]
+    after_value: Callable[[], None] | None
+
+    @property
+    def ref_who(self) -> str:
+        return f"{self.model.name}_pytorch (the reference)"
+
+
+@dataclass(frozen=True)
+class _Ready:
+    """One config after its prep phase: what its check and its timing need."""
+
+    args: tuple[Any, ...]
+    ref_args: tuple[Any, ...]
+    diff: tuple[int, ...]
+    cotangent_seed: int
+    prepared: tasks.PreparedTask
+    prep_s: float
+
+
+def run_cell(spec: CellSpec, clock: measure.TimeLoops | None = None,
+             on_config: Callable[[CellResult], None] | None = None,
+             after_value: Callable[[], None] | None = None) -> CellResult:
+    """Run every config of one cell in this process; never raises for anything the
+    definitions, the tool or the inputs do: that becomes the result's status.
+    `on_config` is handed the result so far after each config, so that a crash or a kill
+    later in the cell loses nothing already measured. `after_value` is called after every
+    timed warmup and value, outside the clock (where `ab` hands the turn over)."""
+    t_start = time.perf_counter()
+    _pin(spec.affinity)
+    metadata = machine_info()
+    phase = _enter("import")
+    try:
+        loaded = _load(spec, metadata, t_start)
+        if isinstance(loaded, CellResult):
+            return loaded
+        # Everything imported so far lives as long as the process: keep it out of the
+        # collections that measure_values and teardown make (each would otherwise walk
+        # torch's millions of objects, ~0.3 s).
+        gc.freeze()
+        phase = _enter("configs")
+        configs = load_configs(loaded.model, spec.seed)
+        phase = _enter("compile")
+        cell, compile_s = _compile_cell(spec, loaded, configs[0][1], clock, after_value)
+        cell_result = functools.partial(CellResult.for_spec, spec, CellStatus.OK,
+                                        compile_s=compile_s, import_s=loaded.import_s,
+                                        metadata=metadata)
+        # What escapes a config (its skip hook, on_config) fails the cell in phase "compile".
+        done: list[ConfigResult] = []
+        for name, config in configs:
+            done.append(_run_config(cell, name, config))
+            if on_config is not None:
+                on_config(cell_result(configs=tuple(done)))
+        return cell_result(configs=tuple(done), wall_s=time.perf_counter() - t_start)
+    except (DefinitionError, tasks.OutputError) as exc:
+        return CellResult.for_spec(spec, CellStatus.FAILED, str(exc), phase, metadata=metadata)
+    except Exception as exc:
+        return CellResult.for_spec(spec, _status_for(exc), _reason_for(exc), phase,
+                                   metadata=metadata)
+
+
+def _pin(affinity: tuple[int, ...]) -> None:
+    if affinity:
+        # One intra-op thread per CPU given, so threads never share a core.
+        os.sched_setaffinity(0, affinity)
+        torch.set_num_threads(len(affinity))
+
+
+def _load(spec: CellSpec, metadata: dict[str, Any], t_start: float) -> _Loaded | CellResult:
+    """The import phase: the tool and the model, or the result that ends the cell here.
+    Adds the torch metadata of the tool's device to `metadata`."""
+    try:
+        tool, device = load_tool(spec.tool, spec.tool_plugins)
+    except KeyError:
+        return CellResult.for_spec(spec, CellStatus.FAILED, f"unknown tool {spec.tool!r}",
+                                   "import")
+    if device == "cuda" and not torch.cuda.is_available():
+        return CellResult.for_spec(spec, CellStatus.SKIPPED,
+                                   "CUDA is not available to torch on this machine", "import")
+    _preload(_PRELOAD_ALWAYS + (_PRELOAD_FOR_COMPILERS if tool.lazy else ()))
+    metadata.update(torch_info(device))
+    model = resolve_model(import_definition_module(spec.module_path), spec.model)
+    import_s = time.perf_counter() - t_start
+    chosen = model.function_for(tool.source)
+    if chosen is None:
+        return CellResult.for_spec(
+            spec, CellStatus.SKIPPED, f"{model.module_path} defines no "
+            f"{model.name}_pytorch_nice for tool {spec.tool}", "import", metadata=metadata)
+    who, fn = chosen
+    return _Loaded(tool, device, model, fn, f"{spec.tool} build of {who}", import_s)
+
+
+def load_configs(model: ResolvedModel, seed: int) -> list[tuple[str, tuple[Any, ...]]]:
+    """(name, args) of every config of `model`, generated under `seed` exactly as every
+    worker generates them; DefinitionError names the module when the configs are bad."""
+    _seed_everything(seed)
+    where = f"{model.name}_bench_configs() in {model.module_path}"
+    try:
+        configs = [_as_args(c) for c in model.configs()]
+    except Exception as exc:
+        raise DefinitionError(f"{where} raised {_reason_for(exc)}") from exc
+    if not configs:
+        raise DefinitionError(f"{where} yielded no configs")
+    if model.config_names is not None:
+        if len(model.config_names) != len(configs):
+            raise DefinitionError(
+                f"{model.name}_config_names has {len(model.config_names)} names for "
+                f"{len(configs)} configs in {model.module_path}")
+        names = list(model.config_names)
+    else:
+        names = [_default_config_name(c) for c in configs]
+    return list(zip(_numbered_repeats(names), configs))
+
+
 def _seed_everything(seed: int) -> None:
     random.seed(seed)
     torch.manual_seed(seed)
@@ -90,6 +242,172 @@ def _default_config_name(args: tuple[Any, ...]) -> str:
     return "config"
 
 
+def _numbered_repeats(names: list[str]) -> list[str]:
+    # Benchmark names must be unique: the second `8` becomes `8#2`.
+    seen: dict[str, int] = {}
+    unique = []
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        unique.append(name if seen[name] == 1 else f"{name}#{seen[name]}")
+    return unique
+
+
+def _compile_cell(spec: CellSpec, loaded: _Loaded, first_config: tuple[Any, ...],
+                  clock: measure.TimeLoops | None,
+                  after_value: Callable[[], None] | None) -> tuple[_Cell, float | None]:
+    """The compile phase, on the first config: the cell's shared state, and the compile
+    time (None for tools that run the function as it is)."""
+    task = tasks.task_for(spec.task)
+    example = tasks.to_device_args(first_config, loaded.device)
+    diff = tasks.differentiable_indices(example, loaded.model.diff_args)
+    compiled, compile_s = _compile(loaded, example, diff, task)
+    if clock is None:
+        clock = measure.cuda_clock() if loaded.device == "cuda" else measure.cpu_clock()
+    cell = _Cell(spec, loaded.model, task, compiled, loaded.tool.lazy, loaded.device,
+                 loaded.who, clock, dict(spec.loops), after_value)
+    return cell, (compile_s if loaded.tool.compiles else None)
+
+
+def _compile(loaded: _Loaded, example: tuple[Any, ...], diff: tuple[int, ...],
+             task: tasks.Task) -> tuple[Callable[..., Any], float]:
+    t0 = time.perf_counter()
+    compiled = loaded.tool.compile(loaded.fn, example, loaded.device)
+    _sync(loaded.device)
+    compile_s = time.perf_counter() - t0
+    if loaded.tool.lazy:
+        compile_s += _first_call_compile_s(compiled, example, diff, task, loaded)
+    return compiled, compile_s
+
+
+def _first_call_compile_s(compiled: Callable[..., Any], example: tuple[Any, ...],
+                          diff: tuple[int, ...], task: tasks.Task, loaded: _Loaded) -> float:
+    # torch.compile compiles on the first call, separately for inference and grad mode:
+    # make that call in the task's own mode, then subtract what a steady call costs.
+    mode = tasks.TASK_TABLE["fwd" if task.differentiates else "inference"]
+    prepared = mode.prepare(compiled, example, diff, 0, loaded.who)
+    with prepared.context():
+        first = _timed_call(prepared.timed, loaded.device)
+        steady = sorted(_timed_call(prepared.timed, loaded.device) for _ in range(_STEADY_CALLS))
+    return max(0.0, first - steady[len(steady) // 2])
+
+
+def _timed_call(fn: Callable[[], Any], device: str) -> float:
+    t0 = time.perf_counter()
+    fn()
+    _sync(device)
+    return time.perf_counter() - t0
+
+
+def _run_config(cell: _Cell, name: str, config: tuple[Any, ...]) -> ConfigResult:
+    """One config: skip, prep, check, run (timing), teardown. Whatever the tool or the
+    config raises becomes the result's status, in the phase it was raised in."""
+    common: dict[str, Any] = {"config": name, "numel": _numel(config), "date": now_iso()}
+    # Outside the try: a skip hook that raises fails the whole cell, not one config.
+    reason = cell.model.skip(cell.spec.task, name) if cell.model.skip is not None else None
+    if reason:
+        return ConfigResult(status=CellStatus.SKIPPED, reason=str(reason), **common)
+    phase = _enter("prep", name)
+    ready: _Ready | str | None = None
+    try:
+        ready = _prep(cell, name, config)
+        if isinstance(ready, str):
+            return ConfigResult(status=CellStatus.SKIPPED, reason=ready, **common)
+        phase = _enter("check", name)
+        common.update(_check(cell, config, ready))
+        if cell.spec.check_only:
+            return ConfigResult(peak_rss_bytes=measure.peak_rss_bytes(), **common)
+        phase = _enter("run", name)
+        return _measure(cell, name, ready.prepared, common)
+    except Exception as exc:
+        # What the check found (and prep time) stays; the status is the failure's.
+        kept = {k: v for k, v in common.items() if k not in ("status", "reason", "phase")}
+        return ConfigResult(status=_status_for(exc), phase=phase, reason=_reason_for(exc),
+                            **kept)
+    finally:
+        ready = None  # drop the graph before the next config
+        _teardown(cell.device)
+
+
+def _prep(cell: _Cell, name: str, config: tuple[Any, ...]) -> _Ready | str:
+    """The prep phase: the config ready to check and time (timed as prep_s), or the reason
+    it is skipped."""
+    diff = tasks.differentiable_indices(config, cell.model.diff_args)
+    if cell.task.differentiates and not diff:
+        return f"config {name} has no floating-point tensor argument to differentiate"
+    ref_args = tasks.to_reference_args(config)
+    if cell.spec.task == "jacobian":
+        too_big = _jacobian_too_big(cell, ref_args, diff)
+        if too_big:
+            return too_big
+    _reset_peaks(cell.device)
+    cotangent_seed = (cell.spec.seed * 1_000_003 + zlib.crc32(name.encode())) % 2**63
+    t0 = time.perf_counter()
+    args = tasks.to_device_args(config, cell.device)
+    prepared = cell.task.prepare(cell.compiled, args, diff, cotangent_seed, cell.who)
+    if cell.lazy:
+        # A lazy compiler compiles again for each new shape on the first call: that is
+        # part of getting the config ready, not of its check or of its timing.
+        with prepared.context():
+            prepared.timed()
+    _sync(cell.device)
+    return _Ready(args, ref_args, diff, cotangent_seed, prepared, time.perf_counter() - t0)
+
+
+def _jacobian_too_big(cell: _Cell, ref_args: tuple[Any, ...], diff: tuple[int, ...]) -> str:
+    ref_outs = tasks.flatten_output(cell.model.reference(*ref_args), cell.ref_who)
+    entries = tasks.jacobian_elements(ref_outs, ref_args, diff)
+    if entries > cell.spec.jacobian_max_elements:
+        return (f"the Jacobian has {entries} entries, over the limit of "
+                f"{cell.spec.jacobian_max_elements}")
+    return ""
+
+
+def _check(cell: _Cell, config: tuple[Any, ...], ready: _Ready) -> dict[str, Any]:
+    """The check phase: the tool's value against the float64 reference's, as the config's
+    check, prep_s, status, reason and phase."""
+    ref_value = cell.task.value(cell.model.reference, ready.ref_args, ready.diff,
+                                ready.cotangent_seed, cell.ref_who)
+    got = cell.task.value(cell.compiled, ready.args, ready.diff, ready.cotangent_seed, cell.who)
+    rtol, atol = check.tolerance_for(_input_dtype(config), cell.model.tolerances)
+    what = cell.task.checks
+    result = check.compare_values(got, ref_value, what, rtol, atol)
+    if result.passed:
+        return dict(check=result, prep_s=ready.prep_s, status=CellStatus.OK, reason="",
+                    phase="")
+    return dict(check=result, prep_s=ready.prep_s, status=CellStatus.INCORRECT,
+                reason=f"{what} differs from the float64 reference: {result.detail}",
+                phase="check")
+
+
+def _measure(cell: _Cell, name: str, prepared: tasks.PreparedTask,
+             common: dict[str, Any]) -> ConfigResult:
+    """The run phase: calibrated timing of the prepared callable, then peak memory."""
+    spec = cell.spec
+    t0 = time.perf_counter()
+    m = measure.measure_values(prepared.timed, cell.clock, values=spec.values,
+                               warmups=spec.warmups, min_time=spec.min_time,
+                               loops=cell.loops.get(name), context=prepared.context,
+                               after_value=cell.after_value)
+    duration = time.perf_counter() - t0
+    peak_cuda = torch.cuda.max_memory_allocated() if cell.device == "cuda" else None
+    return ConfigResult(values=tuple(m.values), warmups=tuple(m.warmups), loops=m.loops,
+                        cuda_event_values=tuple(m.device_values), duration_s=duration,
+                        peak_rss_bytes=measure.peak_rss_bytes(), peak_cuda_bytes=peak_cuda,
+                        **common)
+
+
+def _numel(config: tuple[Any, ...]) -> int:
+    return sum(a.numel() for a in config if isinstance(a, torch.Tensor))
+
+
+def _input_dtype(config: tuple[Any, ...]) -> torch.dtype:
+    # Tolerances follow the dtype of the first floating-point input.
+    return next((a.dtype for a in config if isinstance(a, torch.Tensor)
+                 and a.is_floating_point()), torch.float32)
+
+
+# -- failures and devices ------------------------------------------------------------------
+
 def _where(exc: BaseException) -> str:
     """The innermost frame of a traceback that is not kscperf's or torch's own, if any."""
     frames = traceback.extract_tb(exc.__traceback__)
@@ -100,6 +418,10 @@ def _where(exc: BaseException) -> str:
         if not os.path.abspath(frame.filename).startswith(own):
             return f" (at {os.path.basename(frame.filename)}:{frame.lineno} in {frame.name})"
     return ""
+
+
+def _reason_for(exc: BaseException) -> str:
+    return f"{describe_exception(exc)}{_where(exc)}"
 
 
 def _is_oom(exc: BaseException) -> bool:
@@ -122,235 +444,26 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+def _reset_peaks(device: str) -> None:
+    measure.reset_peak_rss()
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+
+
 def _teardown(device: str) -> None:
     gc.collect()
     if device == "cuda":
         torch.cuda.empty_cache()
 
 
-def load_configs(model: ResolvedModel, seed: int) -> list[tuple[str, tuple[Any, ...]]]:
-    """(name, args) of every config of `model`, generated under `seed` exactly as every
-    worker generates them; DefinitionError names the module when the configs are bad."""
-    _seed_everything(seed)
-    where = f"{model.name}_bench_configs() in {model.module_path}"
-    try:
-        configs = [_as_args(c) for c in model.configs()]
-    except Exception as exc:
-        raise DefinitionError(f"{where} raised {describe_exception(exc)}{_where(exc)}") from exc
-    if not configs:
-        raise DefinitionError(f"{where} yielded no configs")
-    if model.config_names is not None:
-        if len(model.config_names) != len(configs):
-            raise DefinitionError(
-                f"{model.name}_config_names has {len(model.config_names)} names for "
-                f"{len(configs)} configs in {model.module_path}")
-        names = list(model.config_names)
-    else:
-        names = [_default_config_name(c) for c in configs]
-    seen: dict[str, int] = {}
-    unique = []
-    for name in names:
-        seen[name] = seen.get(name, 0) + 1
-        unique.append(name if seen[name] == 1 else f"{name}#{seen[name]}")
-    return list(zip(unique, configs))
-
-
-def _compile(spec: CellSpec, tool: Any, fn: Callable[..., Any], example: tuple[Any, ...],
-             device: str, diff: tuple[int, ...], who: str) -> tuple[Callable[..., Any], float]:
-    t0 = time.perf_counter()
-    compiled = tool.compile(fn, example, device)
-    _sync(device)
-    compile_s = time.perf_counter() - t0
-    if tool.lazy:
-        # torch.compile compiles on the first call, separately for inference and grad mode:
-        # make that call in the task's own mode, then subtract what a steady call costs.
-        prepared = tasks.prepare_task("fwd" if spec.task != "inference" else "inference",
-                                      compiled, example, diff, 0, who)
-        with prepared.context():
-            t0 = time.perf_counter()
-            prepared.timed()
-            _sync(device)
-            first = time.perf_counter() - t0
-            steady = []
-            for _ in range(_STEADY_CALLS):
-                t0 = time.perf_counter()
-                prepared.timed()
-                _sync(device)
-                steady.append(time.perf_counter() - t0)
-        compile_s += max(0.0, first - sorted(steady)[len(steady) // 2])
-    return compiled, compile_s
-
-
-def _run_config(spec: CellSpec, model: ResolvedModel, name: str, config: tuple[Any, ...],
-                compiled: Callable[..., Any], tool_lazy: bool, device: str, who: str,
-                clock: measure.TimeLoops, loops: dict[str, int],
-                after_value: Callable[[], None] | None) -> ConfigResult:
-    numel = sum(a.numel() for a in config if isinstance(a, torch.Tensor))
-    common: dict[str, Any] = {"config": name, "numel": numel, "date": now_iso()}
-    if model.skip is not None:
-        reason = model.skip(spec.task, name)
-        if reason:
-            return ConfigResult(status=CellStatus.SKIPPED, reason=str(reason), **common)
-    phase = _enter("prep", name)
-    prepared: tasks.PreparedTask | None = None
-    args: tuple[Any, ...] | None = None
-    try:
-        diff = tasks.differentiable_indices(config, model.diff_args)
-        if spec.task != "inference" and not diff:
-            return ConfigResult(status=CellStatus.SKIPPED, reason=f"config {name} has no "
-                                "floating-point tensor argument to differentiate", **common)
-        ref_args = tasks.to_reference_args(config)
-        ref_who = f"{model.name}_pytorch (the reference)"
-        if spec.task == "jacobian":
-            ref_outs = tasks.flatten_output(model.reference(*ref_args), ref_who)
-            entries = tasks.jacobian_elements(ref_outs, ref_args, diff)
-            if entries > spec.jacobian_max_elements:
-                return ConfigResult(
-                    status=CellStatus.SKIPPED, reason=f"the Jacobian has {entries} entries, "
-                    f"over the limit of {spec.jacobian_max_elements}", **common)
-        measure.reset_peak_rss()
-        if device == "cuda":
-            torch.cuda.reset_peak_memory_stats()
-        cot_seed = (spec.seed * 1_000_003 + zlib.crc32(name.encode())) % 2**63
-        t0 = time.perf_counter()
-        args = tasks.to_device_args(config, device)
-        prepared = tasks.prepare_task(spec.task, compiled, args, diff, cot_seed, who)
-        if tool_lazy:
-            # A lazy compiler compiles again for each new shape on the first call: that is
-            # part of getting the config ready, not of its check or of its timing.
-            with prepared.context():
-                prepared.timed()
-        _sync(device)
-        prep_s = time.perf_counter() - t0
-
-        phase = _enter("check", name)
-        ref_value = tasks.task_value(spec.task, model.reference, ref_args, diff, cot_seed,
-                                     ref_who)
-        got = tasks.task_value(spec.task, compiled, args, diff, cot_seed, who)
-        dtype = next((a.dtype for a in config if isinstance(a, torch.Tensor)
-                      and a.is_floating_point()), torch.float32)
-        rtol, atol = check.tolerance_for(dtype, model.tolerances)
-        what = {"inference": "output", "fwd": "output", "bwd": "gradient",
-                "jacobian": "jacobian"}[spec.task]
-        result = check.compare_values(got, ref_value, what, rtol, atol)
-        del got, ref_value
-        status = CellStatus.OK if result.passed else CellStatus.INCORRECT
-        reason = "" if result.passed else f"{what} differs from the float64 reference: " \
-                                          f"{result.detail}"
-        common.update(check=result, prep_s=prep_s, status=status, reason=reason,
-                      phase="check" if not result.passed else "")
-        if spec.check_only:
-            common["peak_rss_bytes"] = measure.peak_rss_bytes()
-            return ConfigResult(**common)
-
-        phase = _enter("run", name)
-        t0 = time.perf_counter()
-        m = measure.measure_values(prepared.timed, clock, values=spec.values,
-                                   warmups=spec.warmups, min_time=spec.min_time,
-                                   loops=loops.get(name), context=prepared.context,
-                                   after_value=after_value)
-        duration = time.perf_counter() - t0
-        peak_cuda = torch.cuda.max_memory_allocated() if device == "cuda" else None
-        return ConfigResult(values=tuple(m.values), warmups=tuple(m.warmups), loops=m.loops,
-                            cuda_event_values=tuple(m.device_values), duration_s=duration,
-                            peak_rss_bytes=measure.peak_rss_bytes(), peak_cuda_bytes=peak_cuda,
-                            **common)
-    except Exception as exc:
-        # What the check found (and prep time) stays; the status is the failure's.
-        for key in ("status", "reason", "phase"):
-            common.pop(key, None)
-        return ConfigResult(status=_status_for(exc), phase=phase,
-                            reason=f"{describe_exception(exc)}{_where(exc)}", **common)
-    finally:
-        prepared = args = None  # noqa: F841 -- drop the graph before the next config
-        _teardown(device)
-
-
-def run_cell(spec: CellSpec, clock: measure.TimeLoops | None = None,
-             on_config: Callable[[CellResult], None] | None = None,
-             after_value: Callable[[], None] | None = None) -> CellResult:
-    """Run every config of one cell in this process; never raises for anything the
-    definitions, the tool or the inputs do: that becomes the result's status.
-    `on_config` is handed the result so far after each config, so that a crash or a kill
-    later in the cell loses nothing already measured. `after_value` is called after every
-    timed warmup and value, outside the clock (where `ab` hands the turn over)."""
-    t_start = time.perf_counter()
-    if spec.affinity:
-        # Pinned: one intra-op thread per CPU given, so threads never share a core.
-        os.sched_setaffinity(0, spec.affinity)
-        torch.set_num_threads(len(spec.affinity))
-    metadata = machine_info()
-    phase = _enter("import")
-    try:
-        try:
-            tool, device = load_tool(spec.tool, spec.tool_plugins)
-        except KeyError:
-            return CellResult.for_spec(spec, CellStatus.FAILED, f"unknown tool {spec.tool!r}",
-                                       "import")
-        if device == "cuda" and not torch.cuda.is_available():
-            return CellResult.for_spec(spec, CellStatus.SKIPPED,
-                                       "CUDA is not available to torch on this machine", "import")
-        _preload(_PRELOAD_ALWAYS + (_PRELOAD_FOR_COMPILERS if tool.lazy else ()))
-        metadata.update(torch_info(device))
-        model = resolve_model(import_definition_module(spec.module_path), spec.model)
-        import_s = time.perf_counter() - t_start
-        chosen = model.function_for(tool.source)
-        if chosen is None:
-            return CellResult.for_spec(
-                spec, CellStatus.SKIPPED, f"{model.module_path} defines no "
-                f"{model.name}_pytorch_nice for tool {spec.tool}", "import", metadata=metadata)
-        who, fn = chosen
-        # Everything imported so far lives as long as the process: keep it out of the
-        # collections that measure_values and teardown make (each would otherwise walk
-        # torch's millions of objects, ~0.3 s).
-        gc.freeze()
-        phase = _enter("configs")
-        configs = load_configs(model, spec.seed)
-        phase = _enter("compile")
-        example = tasks.to_device_args(configs[0][1], device)
-        diff0 = tasks.differentiable_indices(example, model.diff_args)
-        compiled, measured_compile_s = _compile(spec, tool, fn, example, device, diff0,
-                                                f"{spec.tool} build of {who}")
-        compile_s = measured_compile_s if tool.compiles else None
-        del example
-        clock = clock or (measure.cuda_clock() if device == "cuda" else measure.cpu_clock())
-        loops = dict(spec.loops)
-        done: list[ConfigResult] = []
-        for name, config in configs:
-            done.append(_run_config(spec, model, name, config, compiled, tool.lazy, device,
-                                    f"{spec.tool} build of {who}", clock, loops,
-                                    after_value))
-            if on_config is not None:
-                on_config(CellResult.for_spec(spec, CellStatus.OK, compile_s=compile_s,
-                                              import_s=import_s, configs=tuple(done),
-                                              metadata=metadata))
-        return CellResult.for_spec(spec, CellStatus.OK, compile_s=compile_s, import_s=import_s,
-                                   configs=tuple(done), metadata=metadata,
-                                   wall_s=time.perf_counter() - t_start)
-    except (DefinitionError, tasks.OutputError) as exc:
-        return CellResult.for_spec(spec, CellStatus.FAILED, str(exc), phase, metadata=metadata)
-    except Exception as exc:
-        return CellResult.for_spec(spec, _status_for(exc), f"{describe_exception(exc)}{_where(exc)}",
-                                   phase, metadata=metadata)
-
-
-def _write_atomic(path: str, data: dict[str, Any]) -> None:
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as fp:
-        json.dump(data, fp)
-    os.replace(tmp, path)
-
+# -- the process: spec file in, result file out; the fork server ---------------------------
 
 def main(spec_path: str, result_path: str) -> int:
-    """Run the cell described in `spec_path` and write its CellResult to `result_path`."""
+    """Run the cell described in `spec_path` and write its CellResult to `result_path`
+    (and the result so far, after each config, beside it); 0 whenever it wrote one."""
     with open(spec_path, encoding="utf-8") as fp:
         spec = CellSpec.from_dict(json.load(fp))
-    cache = None
-    if spec.compile_cache == "cold":
-        # Fresh, empty compiler caches make every compile a true cold compile.
-        cache = tempfile.mkdtemp(prefix="kscperf-cold-cache-")
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(cache, "inductor")
-        os.environ["TRITON_CACHE_DIR"] = os.path.join(cache, "triton")
+    cache = _cold_compiler_caches() if spec.compile_cache == "cold" else None
     global _phase_path
     _phase_path = phase_path(result_path)
     turns = None
@@ -358,17 +471,29 @@ def main(spec_path: str, result_path: str) -> int:
         turns = Turns(spec.turns[0], spec.turns[1], spec.turn_wait_s)
         turns.take()
     try:
-        result = run_cell(spec, on_config=lambda partial: _write_atomic(
-            partial_result_path(result_path), partial.to_dict()),
+        result = run_cell(spec, on_config=lambda partial: _write_result(
+            partial_result_path(result_path), partial, "the worker's partial result"),
             after_value=turns.after_value if turns is not None else None)
         if turns is not None:
             result = dataclasses.replace(result, metadata={
                 **result.metadata, "lockstep_unpaired_values": turns.unpaired_values})
-        _write_atomic(result_path, result.to_dict())
+        _write_result(result_path, result, "the worker's result")
     finally:
         if cache is not None:
             shutil.rmtree(cache, ignore_errors=True)
     return 0
+
+
+def _write_result(path: str, result: CellResult, what: str) -> None:
+    write_text_atomic(path, json.dumps(result.to_dict()), what)
+
+
+def _cold_compiler_caches() -> str:
+    # Fresh, empty compiler caches make every compile a true cold compile.
+    cache = tempfile.mkdtemp(prefix="kscperf-cold-cache-")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(cache, "inductor")
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(cache, "triton")
+    return cache
 
 
 def _serve_child(request: dict[str, Any], protocol_fds: tuple[int, int]) -> None:

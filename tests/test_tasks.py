@@ -1,12 +1,13 @@
-"""Tests of kscperf.tasks: the checked value of each task against hand-computed values on
-tiny functions, the seeded cotangents, and the timed callables that prepare_task builds."""
+"""Tests of kscperf.tasks: the task table, the checked value of each task against
+hand-computed values on tiny functions, the seeded cotangents, and the timed callables that
+prepare_task builds."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from kscperf import tasks
+from kscperf import names, tasks
 from kscperf.tasks import (OutputError, differentiable_indices, flatten_output,
                            jacobian_elements, make_cotangents, prepare_task, task_value)
 
@@ -27,6 +28,29 @@ def two_outputs(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 X = torch.tensor([1.0, -2.0, 0.5, 3.0], dtype=F64)
 Y = torch.tensor([4.0, 0.25, -1.0, 2.0], dtype=F64)
+
+
+# -- the task table ------------------------------------------------------------------------
+
+def test_the_table_holds_every_task_name_in_order() -> None:
+    assert tuple(tasks.TASK_TABLE) == names.TASKS
+    assert all(task.name == name for name, task in tasks.TASK_TABLE.items())
+    assert all(tasks.task_for(name) is task for name, task in tasks.TASK_TABLE.items())
+
+
+def test_what_each_task_checks_and_whether_it_differentiates() -> None:
+    assert {name: (t.checks, t.differentiates) for name, t in tasks.TASK_TABLE.items()} == {
+        "inference": ("output", False), "fwd": ("output", True), "bwd": ("gradient", True),
+        "jacobian": ("jacobian", True)}
+
+
+@pytest.mark.parametrize("name", names.TASKS)
+def test_the_table_and_the_functions_agree(name: str) -> None:
+    task = tasks.TASK_TABLE[name]
+    by_table = task.value(two_outputs, (X,), (0,), 5, "two")
+    by_name = task_value(name, two_outputs, (X,), (0,), 5, "two")
+    assert len(by_table) == len(by_name)
+    assert all(torch.equal(a, b) for a, b in zip(by_table, by_name))
 
 
 # -- cotangents ----------------------------------------------------------------------------
@@ -175,6 +199,8 @@ def test_to_reference_and_device_args_copy() -> None:
 
 def test_unknown_task() -> None:
     with pytest.raises(ValueError, match="unknown task 'grad'"):
+        tasks.task_for("grad")
+    with pytest.raises(ValueError, match="unknown task 'grad'"):
         task_value("grad", square, (X,), (0,), 0, "square")
     with pytest.raises(ValueError, match="unknown task 'grad'"):
         prepare_task("grad", square, (X,), (0,), 0, "square")
@@ -216,6 +242,17 @@ def test_prepared_bwd_repeats_the_same_vjp_without_rerunning_the_forward() -> No
     assert torch.equal(first, second)
     (checked,) = task_value("bwd", square, (X,), (0,), 9, "square")
     assert torch.equal(first, checked)  # what is timed is what is checked
+
+
+@pytest.mark.parametrize("name", names.TASKS)
+def test_what_is_timed_is_what_is_checked(name: str) -> None:
+    args = (X, Y, 3.0)
+    prepared = prepare_task(name, product, args, (0, 1), 6, "product")
+    with prepared.context():
+        timed = flatten_output(prepared.timed(), "product")
+    checked = task_value(name, product, args, (0, 1), 6, "product")
+    assert len(timed) == len(checked) > 0
+    assert all(torch.equal(t, c) for t, c in zip(timed, checked))
 
 
 def test_prepared_jacobian_matches_the_checked_value() -> None:

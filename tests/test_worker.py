@@ -12,6 +12,7 @@ from typing import Any, Callable
 import pytest
 import torch
 
+from kscperf import worker
 from kscperf.errors import CellStatus
 from kscperf.spec import CellResult, CellSpec
 from kscperf.worker import main, run_cell
@@ -277,6 +278,34 @@ def test_inputs_follow_the_seed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert sums[0:2] == sums[2:4]  # same seed: same inputs, whatever the tool
     assert sums[4] != sums[0] and sums[5] != sums[1]
     assert all(math.isfinite(s) for _, s in sums)
+
+
+def record_phases(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """The phase notes run_cell makes (what the orchestrator reads when a worker dies)."""
+    seen: list[tuple[str, str]] = []
+    enter = worker._enter
+
+    def spy(phase: str, config: str = "") -> str:
+        seen.append((phase, config))
+        return enter(phase, config)
+
+    monkeypatch.setattr(worker, "_enter", spy)
+    return seen
+
+
+def test_phases_are_noted_as_each_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = record_phases(monkeypatch)
+    run_cell(spec("toy", "pt", "bwd", TOY))
+    assert seen == [("import", ""), ("configs", ""), ("compile", ""),
+                    ("prep", "8"), ("check", "8"), ("run", "8"),
+                    ("prep", "3x4"), ("check", "3x4"), ("run", "3x4")]
+    seen.clear()
+    run_cell(spec("toy", "pt", "fwd", TOY, check_only=True))
+    assert [p for p, _ in seen] == ["import", "configs", "compile", "prep", "check",
+                                    "prep", "check"]
+    seen.clear()
+    run_cell(spec("scaled", "pt", "jacobian", EXTRAS))  # its skip hook skips "large"
+    assert seen[3:] == [("prep", "small"), ("check", "small"), ("run", "small")]
 
 
 def test_worker_main_reads_a_spec_and_writes_a_result(tmp_path: Path) -> None:
