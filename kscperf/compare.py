@@ -20,6 +20,7 @@ builds measured them.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
 from dataclasses import dataclass, field
@@ -27,7 +28,16 @@ from typing import Any, Iterable
 
 from kscperf import stats
 from kscperf.errors import CellStatus, KscperfError
-from kscperf.results import LoadedResults, benchmark_name, compile_name, prep_name
+from kscperf.names import (
+    KIND_SUFFIXES,
+    BenchmarkName,
+    benchmark_name,
+    compile_name,
+    parse_benchmark_name,
+    prep_name,
+)
+from kscperf.results import CellSummary, LoadedResults
+from kscperf.spec import CheckResult
 
 __all__ = [
     "REFERENCE_TOOL",
@@ -41,23 +51,20 @@ __all__ = [
     "ComparisonRow",
     "GeoMean",
     "Comparison",
+    "benchmark_parts",
     "check_comparable",
     "is_lockstep_pair",
     "compare_builds",
-    "parse_benchmark_name",
 ]
 
 REFERENCE_TOOL = "pt"
-
-# Statuses whose timings may be shown as numbers and enter speedups.
-_TIMED_STATUSES = {CellStatus.OK.value}
 
 
 @dataclass(frozen=True)
 class CellView:
     """One tool's result for one model/config/task in one build."""
 
-    status: str
+    status: CellStatus
     reason: str = ""
     median_s: float = math.nan
     spread_s: float = math.nan
@@ -66,56 +73,51 @@ class CellView:
     compile_s: float = math.nan
     prep_s: float = math.nan
     peak_rss_bytes: int | None = None
-    check: dict | None = None
+    check: CheckResult | None = None
     peak_cuda_bytes: int | None = None
     numel: int | None = None
 
 
 @dataclass(frozen=True)
 class BuildRow:
+    """One model/config/task of a build: each tool's `CellView` by tool name. `config` is
+    "*" for the fate of cells that never reached their configs."""
+
     model: str
     config: str
     task: str
     cells: dict[str, CellView] = field(default_factory=dict)
 
 
-def _numel(cell: dict[str, Any]) -> int | None:
-    value = cell.get("numel")
-    # bool is an int in Python; a flag is not a size.
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return value
-    return None
+def _cell_view(results: LoadedResults, c: CellSummary, config: str) -> CellView:
+    values = results.benchmarks.get(benchmark_name(c.model, c.tool, c.task, config), [])
+    return CellView(
+        status=c.status, reason=c.reason,
+        median_s=stats.median(values), spread_s=stats.median_abs_dev(values),
+        n_values=len(values), compile_s=stats.median(c.compile_s),
+        prep_s=stats.median(c.prep_s), peak_rss_bytes=c.peak_rss_bytes, check=c.check,
+        peak_cuda_bytes=c.peak_cuda_bytes,
+        numel=c.numel if c.numel is not None and c.numel > 0 else None)
 
 
 def summarize_build(results: LoadedResults) -> tuple[list[str], list[BuildRow]]:
     """The tools in first-seen order, and one row per model/config/task with each tool's
     median time, spread (MAD) and speedup over `pt`. Incorrect or failed cells carry their
     status and no speedup, so nothing wrong is ever shown as fast."""
-    tools: list[str] = []
+    tools = list(dict.fromkeys(c.tool for c in results.cells))
     rows: dict[tuple[str, str, str], dict[str, CellView]] = {}
     for c in results.cells:
-        if c["tool"] not in tools:
-            tools.append(c["tool"])
-        config = c["config"] if c["config"] is not None else "*"
-        values = results.benchmarks.get(
-            benchmark_name(c["model"], c["tool"], c["task"], config), [])
-        rows.setdefault((c["model"], config, c["task"]), {})[c["tool"]] = CellView(
-            status=c["status"], reason=c.get("reason", ""),
-            median_s=stats.median(values), spread_s=stats.median_abs_dev(values),
-            n_values=len(values),
-            compile_s=stats.median(c.get("compile_s") or []),
-            prep_s=stats.median(c.get("prep_s") or []),
-            peak_rss_bytes=c.get("peak_rss_bytes"), check=c.get("check"),
-            peak_cuda_bytes=c.get("peak_cuda_bytes"), numel=_numel(c))
+        config = c.config if c.config is not None else "*"
+        rows.setdefault((c.model, config, c.task), {})[c.tool] = _cell_view(results, c, config)
     out: list[BuildRow] = []
     for (model, config, task), cells in rows.items():
+        # Only a correct timing enters a speedup, on either side.
         ref = cells.get(REFERENCE_TOOL)
-        ref_s = ref.median_s if ref is not None and ref.status in _TIMED_STATUSES else math.nan
-        with_speedup = {}
-        for tool, view in cells.items():
-            sp = stats.speedup(ref_s, view.median_s) if view.status in _TIMED_STATUSES else math.nan
-            with_speedup[tool] = CellView(**{**view.__dict__, "speedup": sp})
-        out.append(BuildRow(model, config, task, with_speedup))
+        ref_s = ref.median_s if ref is not None and ref.status is CellStatus.OK else math.nan
+        out.append(BuildRow(model, config, task, {
+            tool: dataclasses.replace(view, speedup=stats.speedup(ref_s, view.median_s)
+                                      if view.status is CellStatus.OK else math.nan)
+            for tool, view in cells.items()}))
     return tools, out
 
 
@@ -123,13 +125,12 @@ def summarize_build(results: LoadedResults) -> tuple[list[str], list[BuildRow]]:
 # Build-over-build comparison
 # --------------------------------------------------------------------------------------
 
-KINDS = ("time", "compile", "prep", "peak_rss", "peak_cuda")
-_MEMORY_KINDS = ("peak_rss", "peak_cuda")
-_SUFFIXES = {"compile": ":compile", "prep": ":prep", "peak_rss": ":peak_rss",
-             "peak_cuda": ":peak_cuda"}
+KINDS = ("time", *KIND_SUFFIXES)
+# The memory kinds and the attribute of a config's result that holds each.
+_MEMORY_KINDS = {"peak_rss": "peak_rss_bytes", "peak_cuda": "peak_cuda_bytes"}
 
 
-class Verdict(str, enum.Enum):
+class Verdict(enum.StrEnum):
     """What happened to one benchmark from BASE to NEW. Declared in report order: the
     regressions first, the improvements last."""
 
@@ -142,23 +143,29 @@ class Verdict(str, enum.Enum):
     FIXED = "fixed"
     FASTER = "faster"
 
-    def __str__(self) -> str:
-        return self.value
-
 
 REGRESSION_VERDICTS = frozenset({Verdict.FAILING_NOW, Verdict.INCORRECT_NOW, Verdict.SLOWER})
 _ORDER = {v: i for i, v in enumerate(Verdict)}
 
-# Cell statuses grouped by what they mean for a comparison.
+
+class _Category(enum.Enum):
+    """What a cell status means for a comparison."""
+
+    OK = enum.auto()
+    INCORRECT = enum.auto()
+    ABSENT = enum.auto()  # not run here, by choice: nothing to compare, nothing failed
+    FAILING = enum.auto()
+
+
 _CATEGORY = {
-    CellStatus.OK.value: "ok",
-    CellStatus.INCORRECT.value: "incorrect",
-    CellStatus.SKIPPED.value: "absent",
-    CellStatus.UNSUPPORTED.value: "absent",
-    CellStatus.FAILED.value: "failing",
-    CellStatus.TIMEOUT.value: "failing",
-    CellStatus.CRASHED.value: "failing",
-    CellStatus.OOM.value: "failing",
+    CellStatus.OK: _Category.OK,
+    CellStatus.INCORRECT: _Category.INCORRECT,
+    CellStatus.SKIPPED: _Category.ABSENT,
+    CellStatus.UNSUPPORTED: _Category.ABSENT,
+    CellStatus.FAILED: _Category.FAILING,
+    CellStatus.TIMEOUT: _Category.FAILING,
+    CellStatus.CRASHED: _Category.FAILING,
+    CellStatus.OOM: _Category.FAILING,
 }
 
 # Metadata that must match for timings to be comparable: (key, what differs).
@@ -193,7 +200,7 @@ class ComparisonRow:
     the same after Benjamini-Hochberg over all rows of its kind (the verdict uses `q_value`).
     `min_detectable_effect` is the relative change the spreads allowed finding (NaN when
     unknown). `inconclusive` marks a ratio beyond the minimum effect that was not
-    significant. A status is "" where the build has no such benchmark at all.
+    significant. A status is None where the build has no such benchmark at all.
     """
 
     name: str
@@ -203,8 +210,8 @@ class ComparisonRow:
     task: str
     config: str
     verdict: Verdict
-    base_status: str
-    new_status: str
+    base_status: CellStatus | None
+    new_status: CellStatus | None
     reason: str
     base_median: float
     new_median: float
@@ -226,6 +233,7 @@ class ComparisonRow:
 
     @property
     def is_regression(self) -> bool:
+        """Whether the verdict is one of `REGRESSION_VERDICTS`."""
         return self.verdict in REGRESSION_VERDICTS
 
 
@@ -263,26 +271,25 @@ class Comparison:
 
     @property
     def has_regression(self) -> bool:
+        """Whether any row is a regression (what `--fail-on-regression` exits 1 for)."""
         return any(r.is_regression for r in self.rows)
 
     def row(self, name: str) -> ComparisonRow | None:
+        """The row of benchmark `name`, or None when nothing was compared under it."""
         for r in self.rows:
             if r.name == name:
                 return r
         return None
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Entry:
-    """One benchmark of one build, before comparison."""
+    """One benchmark of one build, before comparison. `parts.config` is "" for a compile
+    time, "*" for the fate of a cell that never reached its configs."""
 
     name: str
-    kind: str
-    model: str
-    tool: str
-    task: str
-    config: str
-    status: str
+    parts: BenchmarkName
+    status: CellStatus
     reason: str
     runs: list[list[float]]
     # Run-time values by process index, where the file has its worker results: what pairs
@@ -290,32 +297,26 @@ class _Entry:
     by_process: dict[int, list[float]] | None = None
 
     @property
-    def category(self) -> str:
-        return _CATEGORY.get(self.status, "failing")
+    def kind(self) -> str:
+        return self.parts.kind
+
+    @property
+    def cell(self) -> tuple[str, str, str]:
+        return self.parts.model, self.parts.tool, self.parts.task
+
+    @property
+    def category(self) -> _Category:
+        return _CATEGORY[self.status]
 
 
-def parse_benchmark_name(name: str) -> tuple[str, str, str, str, str]:
-    """(kind, model, tool, task, config) of a benchmark name; parts a plain pyperf name does
-    not have are "". Config names may contain "/"; model, tool and task may not."""
-    kind = "time"
-    stem = name
-    for k, suffix in _SUFFIXES.items():
-        if name.endswith(suffix):
-            kind, stem = k, name[: -len(suffix)]
-            break
-    if kind == "compile":
-        parts = stem.split("/", 2)
-        if len(parts) == 3:
-            return kind, parts[0], parts[1], parts[2], ""
-        return kind, "", "", "", ""
-    parts = stem.split("/", 3)
-    if len(parts) == 4:
-        return kind, parts[0], parts[1], parts[2], parts[3]
-    return kind, "", "", "", ""
-
-
-def _memory_name(model: str, tool: str, task: str, config: str, kind: str) -> str:
-    return benchmark_name(model, tool, task, config) + _SUFFIXES[kind]
+def benchmark_parts(name: str) -> BenchmarkName:
+    """The parts of benchmark `name` (`kscperf.names.parse_benchmark_name`), with config ""
+    for a compile time. A name kscperf did not make (a plain pyperf file may hold any) is a
+    run time whose model, tool, task and config are all ""."""
+    parts = parse_benchmark_name(name)
+    if parts is None:
+        return BenchmarkName("", "", "", "")
+    return parts if parts.config is not None else dataclasses.replace(parts, config="")
 
 
 def _memory_runs(results: LoadedResults) -> dict[tuple[str, str, str, str, str], list[list[float]]]:
@@ -324,7 +325,7 @@ def _memory_runs(results: LoadedResults) -> dict[tuple[str, str, str, str, str],
     out: dict[tuple[str, str, str, str, str], list[list[float]]] = {}
     for r in results.runs:
         for c in r.configs:
-            for kind, attr in (("peak_rss", "peak_rss_bytes"), ("peak_cuda", "peak_cuda_bytes")):
+            for kind, attr in _MEMORY_KINDS.items():
                 value = getattr(c, attr)
                 if value:
                     out.setdefault((kind, r.model, r.tool, r.task, c.config), []).append(
@@ -343,6 +344,31 @@ def _time_values_by_process(results: LoadedResults) -> dict[str, dict[int, list[
     return out
 
 
+def _config_entries(results: LoadedResults, c: CellSummary, config: str,
+                    memory: dict[tuple[str, str, str, str, str], list[list[float]]],
+                    by_process: dict[str, dict[int, list[float]]]) -> list[_Entry]:
+    """The run-time, prep and memory benchmarks of one config of a cell."""
+
+    def entry(kind: str, runs: list[list[float]],
+              by: dict[int, list[float]] | None = None) -> _Entry:
+        name = benchmark_name(c.model, c.tool, c.task, config, kind)
+        return _Entry(name, BenchmarkName(c.model, c.tool, c.task, config, kind), c.status,
+                      c.reason, runs, by)
+
+    time_name = benchmark_name(c.model, c.tool, c.task, config)
+    out = [entry("time", results.runs_values.get(time_name, []), by_process.get(time_name)),
+           entry("prep", results.runs_values.get(prep_name(c.model, c.tool, c.task, config),
+                                                 []))]
+    for kind, attr in _MEMORY_KINDS.items():
+        runs = memory.get((kind, c.model, c.tool, c.task, config))
+        if runs is None:
+            # A file without raw runs still has the cell's peak over its processes.
+            peak = getattr(c, attr)
+            runs = [[float(peak)]] if peak else []
+        out.append(entry(kind, runs))
+    return out
+
+
 def _entries(results: LoadedResults) -> tuple[dict[str, _Entry],
                                               dict[tuple[str, str, str], _Entry]]:
     """The build's benchmarks by name, and by (model, tool, task) the fate of cells that did
@@ -350,45 +376,25 @@ def _entries(results: LoadedResults) -> tuple[dict[str, _Entry],
     configs they never reached."""
     named: dict[str, _Entry] = {}
     cell_level: dict[tuple[str, str, str], _Entry] = {}
-    if results.has_kscperf:
-        memory = _memory_runs(results)
-        by_process = _time_values_by_process(results)
-        for c in results.cells:
-            model, tool, task, config = c["model"], c["tool"], c["task"], c["config"]
-            status, reason = c["status"], c.get("reason", "") or ""
-            if config is None:
-                cell_level[(model, tool, task)] = _Entry(
-                    benchmark_name(model, tool, task, "*"), "time", model, tool, task, "*",
-                    status, reason, [])
-                continue
-            config = str(config)
-            time_name = benchmark_name(model, tool, task, config)
-            named[time_name] = _Entry(time_name, "time", model, tool, task, config, status,
-                                      reason, results.runs_values.get(time_name, []),
-                                      by_process.get(time_name))
-            p_name = prep_name(model, tool, task, config)
-            named[p_name] = _Entry(p_name, "prep", model, tool, task, config, status, reason,
-                                   results.runs_values.get(p_name, []))
-            for kind in _MEMORY_KINDS:
-                runs = memory.get((kind, model, tool, task, config))
-                if runs is None:
-                    # A file without raw runs still has the cell's peak over its processes.
-                    peak = c.get(f"{kind}_bytes")
-                    runs = [[float(peak)]] if peak else []
-                m_name = _memory_name(model, tool, task, config, kind)
-                named[m_name] = _Entry(m_name, kind, model, tool, task, config, status,
-                                       reason, runs)
-            c_name = compile_name(model, tool, task)
-            previous = named.get(c_name)
-            # A cell's compile time is measured when any of its configs ran.
-            if previous is None or _CATEGORY.get(previous.status) not in ("ok", "incorrect"):
-                named[c_name] = _Entry(c_name, "compile", model, tool, task, "", status,
-                                       reason, results.runs_values.get(c_name, []))
+    memory = _memory_runs(results)
+    by_process = _time_values_by_process(results)
+    for c in results.cells:
+        if c.config is None:
+            cell_level[(c.model, c.tool, c.task)] = _Entry(
+                benchmark_name(c.model, c.tool, c.task, "*"),
+                BenchmarkName(c.model, c.tool, c.task, "*"), c.status, c.reason, [])
+            continue
+        for e in _config_entries(results, c, c.config, memory, by_process):
+            named[e.name] = e
+        c_name = compile_name(c.model, c.tool, c.task)
+        previous = named.get(c_name)
+        # A cell's compile time is measured when any of its configs ran.
+        if previous is None or previous.category not in (_Category.OK, _Category.INCORRECT):
+            named[c_name] = _Entry(c_name, BenchmarkName(c.model, c.tool, c.task, "", "compile"),
+                                   c.status, c.reason, results.runs_values.get(c_name, []))
     for name, runs in results.runs_values.items():
         if name not in named:
-            kind, model, tool, task, config = parse_benchmark_name(name)
-            named[name] = _Entry(name, kind, model, tool, task, config,
-                                 CellStatus.OK.value, "", runs)
+            named[name] = _Entry(name, benchmark_parts(name), CellStatus.OK, "", runs)
     return named, cell_level
 
 
@@ -399,26 +405,28 @@ def _stand_in(entry: _Entry, other_named: dict[str, _Entry],
     found = other_named.get(entry.name)
     if found is not None:
         return found
-    cell = other_cells.get((entry.model, entry.tool, entry.task))
+    cell = other_cells.get(entry.cell)
     if cell is None:
         return None
-    return _Entry(entry.name, entry.kind, entry.model, entry.tool, entry.task, entry.config,
-                  cell.status, cell.reason, [])
+    return _Entry(entry.name, entry.parts, cell.status, cell.reason, [])
+
+
+def _category(entry: _Entry | None) -> _Category:
+    return entry.category if entry is not None else _Category.ABSENT
 
 
 def _status_verdict(base: _Entry | None, new: _Entry | None) -> Verdict | None:
     """The verdict decided by statuses alone, or None when the timings decide."""
-    b = base.category if base is not None else "absent"
-    n = new.category if new is not None else "absent"
-    if b == "absent":
+    b, n = _category(base), _category(new)
+    if b is _Category.ABSENT:
         return Verdict.NEW
-    if n == "absent":
+    if n is _Category.ABSENT:
         return Verdict.MISSING
-    if n == "failing":
-        return Verdict.SAME if b == "failing" else Verdict.FAILING_NOW
-    if n == "incorrect" and b != "incorrect":
+    if n is _Category.FAILING:
+        return Verdict.SAME if b is _Category.FAILING else Verdict.FAILING_NOW
+    if n is _Category.INCORRECT and b is not _Category.INCORRECT:
         return Verdict.INCORRECT_NOW
-    if n == "ok" and b in ("incorrect", "failing"):
+    if n is _Category.OK and b in (_Category.INCORRECT, _Category.FAILING):
         return Verdict.FIXED
     return None
 
@@ -427,23 +435,26 @@ def _has_values(entry: _Entry | None) -> bool:
     return entry is not None and any(entry.runs)
 
 
+def _both_absent(b: _Entry | None, n: _Entry | None) -> bool:
+    return _category(b) is _Category.ABSENT and _category(n) is _Category.ABSENT
+
+
 def _pair_rows(base_named: dict[str, _Entry], base_cells: dict[tuple[str, str, str], _Entry],
                new_named: dict[str, _Entry], new_cells: dict[tuple[str, str, str], _Entry]
                ) -> list[tuple[_Entry | None, _Entry | None]]:
     pairs: list[tuple[_Entry | None, _Entry | None]] = []
-    names = list(base_named) + [n for n in new_named if n not in base_named]
-    for name in names:
+    for name in dict.fromkeys([*base_named, *new_named]):
         b = base_named.get(name)
         n = new_named.get(name)
         if b is None and n is not None:
             b = _stand_in(n, base_named, base_cells)
         if n is None and b is not None:
             n = _stand_in(b, new_named, new_cells)
-        some = b if b is not None else n
-        if some is None:
+        present = b if b is not None else n
+        if present is None:
             continue
-        if some.kind == "time":
-            if (b is None or b.category == "absent") and (n is None or n.category == "absent"):
+        if present.kind == "time":
+            if _both_absent(b, n):
                 continue
         elif not (_has_values(b) and _has_values(n)):
             # Compile, prep and memory are compared only where both builds measured them.
@@ -453,15 +464,14 @@ def _pair_rows(base_named: dict[str, _Entry], base_cells: dict[tuple[str, str, s
             continue
         pairs.append((b, n))
     # Cells that never reached a config in either build: one row per cell.
-    with_configs = {(e.model, e.tool, e.task) for e in base_named.values()}
-    with_configs.update((e.model, e.tool, e.task) for e in new_named.values())
-    for key in list(base_cells) + [k for k in new_cells if k not in base_cells]:
+    with_configs = {e.cell for e in base_named.values()}
+    with_configs.update(e.cell for e in new_named.values())
+    for key in dict.fromkeys([*base_cells, *new_cells]):
         if key in with_configs:
             continue
         b, n = base_cells.get(key), new_cells.get(key)
-        if (b is None or b.category == "absent") and (n is None or n.category == "absent"):
-            continue
-        pairs.append((b, n))
+        if not _both_absent(b, n):
+            pairs.append((b, n))
     return pairs
 
 
@@ -474,11 +484,23 @@ def _process_pairs(base: _Entry | None, new: _Entry | None
             if i in new.by_process]
 
 
-def _compare_pair(base: _Entry | None, new: _Entry | None, alpha: float, lockstep: bool
-                  ) -> tuple[_Entry, Verdict | None, stats.RatioEstimate, float]:
-    some = base if base is not None else new
-    assert some is not None
-    status_verdict = _status_verdict(base, new) if some.kind == "time" else None
+@dataclass(frozen=True)
+class _Compared:
+    """One benchmark's two sides and their test, before the q-values and the verdict."""
+
+    base: _Entry | None
+    new: _Entry | None
+    present: _Entry  # whichever side exists, for the name and parts
+    status_verdict: Verdict | None
+    estimate: stats.RatioEstimate
+    min_detectable_effect: float
+
+
+def _compare_pair(base: _Entry | None, new: _Entry | None, alpha: float,
+                  lockstep: bool) -> _Compared:
+    present = base if base is not None else new
+    assert present is not None
+    status_verdict = _status_verdict(base, new) if present.kind == "time" else None
     paired = _process_pairs(base, new) if lockstep else []
     if len(paired) >= 2:
         estimate = stats.compare_paired_samples(paired, alpha=alpha)
@@ -486,7 +508,19 @@ def _compare_pair(base: _Entry | None, new: _Entry | None, alpha: float, lockste
         estimate = stats.compare_samples(base.runs if base else [], new.runs if new else [],
                                          alpha=alpha)
     mde = stats.min_detectable_effect(estimate.se_log, estimate.df, alpha=alpha)
-    return some, status_verdict, estimate, mde
+    return _Compared(base, new, present, status_verdict, estimate, mde)
+
+
+def _q_values(compared: list[_Compared]) -> list[float]:
+    """Each benchmark's p-value adjusted (Benjamini-Hochberg) over the benchmarks of its
+    kind."""
+    q_values = [math.nan] * len(compared)
+    for kind in KINDS:
+        indices = [i for i, c in enumerate(compared) if c.present.kind == kind]
+        adjusted = stats.adjust_p_values([compared[i].estimate.p_value for i in indices])
+        for i, q in zip(indices, adjusted):
+            q_values[i] = q
+    return q_values
 
 
 def _median_of(entry: _Entry | None) -> float:
@@ -495,12 +529,43 @@ def _median_of(entry: _Entry | None) -> float:
     return stats.median([v for run in entry.runs for v in run])
 
 
+def _row(c: _Compared, q: float, min_effect: float, alpha: float) -> ComparisonRow:
+    est = c.estimate
+    inconclusive = False
+    if c.status_verdict is not None:
+        verdict = c.status_verdict
+    else:
+        direction = stats.classify_change(est.ratio, q, min_effect=min_effect, alpha=alpha)
+        verdict = {1: Verdict.SLOWER, -1: Verdict.FASTER, 0: Verdict.SAME}[direction]
+        inconclusive = (direction == 0 and math.isfinite(est.ratio) and abs(
+            math.log(est.ratio)) >= math.log1p(min_effect) - 1e-12)
+    failing = c.new is not None and c.new.category in (_Category.FAILING, _Category.INCORRECT)
+    reason_side = c.new if failing else c.base
+    parts = c.present.parts
+    return ComparisonRow(
+        name=c.present.name, kind=parts.kind, model=parts.model, tool=parts.tool,
+        task=parts.task, config=parts.config or "", verdict=verdict,
+        base_status=c.base.status if c.base is not None else None,
+        new_status=c.new.status if c.new is not None else None,
+        reason=reason_side.reason if reason_side is not None else "",
+        base_median=_median_of(c.base), new_median=_median_of(c.new),
+        ratio=est.ratio, ratio_low=est.low, ratio_high=est.high, p_value=est.p_value,
+        q_value=q, min_detectable_effect=c.min_detectable_effect, method=est.method,
+        n_base=est.n_base, n_new=est.n_new, inconclusive=inconclusive)
+
+
+def _slowest_first(r: ComparisonRow) -> tuple[int, int, float, str]:
+    finite = math.isfinite(r.ratio) and r.ratio > 0
+    return (_ORDER[r.verdict], 0 if finite else 1, -math.log(r.ratio) if finite else 0.0,
+            r.name)
+
+
 def _geomeans(rows: Iterable[ComparisonRow], estimates: dict[str, stats.RatioEstimate],
               alpha: float) -> tuple[GeoMean, ...]:
     groups: dict[tuple[str, str], list[ComparisonRow]] = {}
     for r in rows:
-        if (r.kind != "time" or r.base_status != CellStatus.OK.value
-                or r.new_status != CellStatus.OK.value or not math.isfinite(r.ratio)):
+        if (r.kind != "time" or r.base_status is not CellStatus.OK
+                or r.new_status is not CellStatus.OK or not math.isfinite(r.ratio)):
             continue
         groups.setdefault(("all", ""), []).append(r)
         if r.tool:
@@ -575,49 +640,12 @@ def compare_builds(base: LoadedResults, new: LoadedResults, *,
             "with one torch and one profile, pass --force to compare anyway.")
     base_named, base_cells = _entries(base)
     new_named, new_cells = _entries(new)
-    pairs = _pair_rows(base_named, base_cells, new_named, new_cells)
     lockstep = is_lockstep_pair(base, new)
-    compared = [(b, n, *_compare_pair(b, n, alpha, lockstep)) for b, n in pairs]
-
-    q_values: dict[int, float] = {}
-    for kind in KINDS:
-        indices = [i for i, item in enumerate(compared) if item[2].kind == kind]
-        adjusted = stats.adjust_p_values([compared[i][4].p_value for i in indices])
-        q_values.update(zip(indices, adjusted))
-
-    rows: list[ComparisonRow] = []
-    estimates: dict[str, stats.RatioEstimate] = {}
-    threshold = math.log1p(min_effect)
-    for i, (b, n, some, status_verdict, est, mde) in enumerate(compared):
-        q = q_values.get(i, math.nan)
-        inconclusive = False
-        if status_verdict is not None:
-            verdict = status_verdict
-        else:
-            direction = stats.classify_change(est.ratio, q, min_effect=min_effect, alpha=alpha)
-            verdict = {1: Verdict.SLOWER, -1: Verdict.FASTER, 0: Verdict.SAME}[direction]
-            inconclusive = (direction == 0 and math.isfinite(est.ratio)
-                            and abs(math.log(est.ratio)) >= threshold - 1e-12)
-        failing_side = n if n is not None and n.category in ("failing", "incorrect") else b
-        reason = failing_side.reason if failing_side is not None else ""
-        row = ComparisonRow(
-            name=some.name, kind=some.kind, model=some.model, tool=some.tool, task=some.task,
-            config=some.config, verdict=verdict,
-            base_status=b.status if b is not None else "",
-            new_status=n.status if n is not None else "",
-            reason=reason, base_median=_median_of(b), new_median=_median_of(n),
-            ratio=est.ratio, ratio_low=est.low, ratio_high=est.high, p_value=est.p_value,
-            q_value=q, min_detectable_effect=mde, method=est.method, n_base=est.n_base,
-            n_new=est.n_new, inconclusive=inconclusive)
-        rows.append(row)
-        estimates[row.name] = est
-
-    def sort_key(r: ComparisonRow) -> tuple[int, int, float, str]:
-        finite = math.isfinite(r.ratio) and r.ratio > 0
-        return (_ORDER[r.verdict], 0 if finite else 1,
-                -math.log(r.ratio) if finite else 0.0, r.name)
-
-    rows.sort(key=sort_key)
+    compared = [_compare_pair(b, n, alpha, lockstep)
+                for b, n in _pair_rows(base_named, base_cells, new_named, new_cells)]
+    rows = [_row(c, q, min_effect, alpha) for c, q in zip(compared, _q_values(compared))]
+    estimates = {c.present.name: c.estimate for c in compared}
+    rows.sort(key=_slowest_first)
     return Comparison(base=_build_info(base), new=_build_info(new), min_effect=min_effect,
                       alpha=alpha, rows=tuple(rows), geomeans=_geomeans(rows, estimates, alpha),
                       ignored_differences=tuple(differences) if force else ())

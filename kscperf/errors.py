@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 
 __all__ = ["KscperfError", "CellStatus", "BAD_STATUSES", "GOOD_STATUSES", "STATUS_SEVERITY",
-           "describe_exception"]
+           "TIMED_STATUSES", "describe_exception"]
 
 
 class KscperfError(Exception):
@@ -19,8 +19,9 @@ class KscperfError(Exception):
     """
 
 
-class CellStatus(str, enum.Enum):
-    """The fate of one model/tool/task/config."""
+class CellStatus(enum.StrEnum):
+    """The fate of one model/tool/task/config. Each fact about a status is one table below,
+    keyed by it."""
 
     OK = "ok"
     INCORRECT = "incorrect"
@@ -31,12 +32,14 @@ class CellStatus(str, enum.Enum):
     CRASHED = "crashed"
     OOM = "oom"
 
-    def __str__(self) -> str:
-        return self.value
 
-
+# What a run may end with and still exit 0; any other status makes the exit status 1.
 GOOD_STATUSES = frozenset({CellStatus.OK, CellStatus.SKIPPED, CellStatus.UNSUPPORTED})
 BAD_STATUSES = frozenset(set(CellStatus) - GOOD_STATUSES)
+
+# Checked and then timed: the values exist. An incorrect cell is still timed (and marked
+# wherever it is shown); only an ok one enters speedups and geometric means.
+TIMED_STATUSES = frozenset({CellStatus.OK, CellStatus.INCORRECT})
 
 # When one cell has several processes or configs, the one shown is the worst.
 STATUS_SEVERITY = {

@@ -18,6 +18,8 @@ from typing import Any
 
 from kscperf import stats
 from kscperf.compare import BuildRow, CellView, Comparison, ComparisonRow, GeoMean, Verdict
+from kscperf.errors import TIMED_STATUSES, CellStatus
+from kscperf.results import CellSummary
 
 __all__ = [
     "safe_text",
@@ -29,6 +31,9 @@ __all__ = [
     "format_percent",
     "format_quantity",
     "verdict_text",
+    "status_text",
+    "geomean_label",
+    "format_confidence",
     "comparison_criteria",
     "format_run_table",
     "format_comparison",
@@ -38,14 +43,17 @@ __all__ = [
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
+# How each status reads where it is shown instead of (or beside) a time: what went wrong
+# in capitals, what was not run in lower case.
 STATUS_MARKS = {
-    "incorrect": "INCORRECT",
-    "failed": "FAILED",
-    "timeout": "TIMEOUT",
-    "crashed": "CRASHED",
-    "oom": "OOM",
-    "skipped": "skipped",
-    "unsupported": "unsupported",
+    CellStatus.OK: "ok",
+    CellStatus.INCORRECT: "INCORRECT",
+    CellStatus.FAILED: "FAILED",
+    CellStatus.TIMEOUT: "TIMEOUT",
+    CellStatus.CRASHED: "CRASHED",
+    CellStatus.OOM: "OOM",
+    CellStatus.SKIPPED: "skipped",
+    CellStatus.UNSUPPORTED: "unsupported",
 }
 
 
@@ -79,14 +87,14 @@ def format_bytes(n: int | float | None) -> str:
 def _run_cell_text(view: CellView | None) -> str:
     if view is None:
         return ""
-    if view.status in ("ok", "incorrect") and view.n_values:
+    if view.status in TIMED_STATUSES and view.n_values:
         text = f"{format_seconds(view.median_s)} ±{format_seconds(view.spread_s)}"
         if math.isfinite(view.speedup) and view.speedup > 0:
             text += f" ({view.speedup:.2f}x)"
-        if view.status == "incorrect":
-            text += " INCORRECT"
+        if view.status is not CellStatus.OK:
+            text += f" {STATUS_MARKS[view.status]}"
         return text
-    return STATUS_MARKS.get(view.status, view.status)
+    return STATUS_MARKS[view.status]
 
 
 def _align(rows: list[list[str]]) -> str:
@@ -105,7 +113,7 @@ def format_run_table(tools: list[str], rows: list[BuildRow]) -> str:
     for tool in tools:
         views = [r.cells[tool] for r in rows if tool in r.cells]
         reasons = {v.reason for v in views}
-        if views and all(v.status == "skipped" for v in views) and len(reasons) == 1:
+        if views and all(v.status is CellStatus.SKIPPED for v in views) and len(reasons) == 1:
             skipped_everywhere[tool] = reasons.pop()
     shown = [t for t in tools if t not in skipped_everywhere]
     header = ["model", "config", "task"] + [safe_text(t) for t in shown]
@@ -122,21 +130,19 @@ def format_run_table(tools: list[str], rows: list[BuildRow]) -> str:
     return "\n".join(lines)
 
 
-def format_check_table(cells: list[dict]) -> str:
+def format_check_table(cells: list[CellSummary]) -> str:
     """The `check` table: one line per model/tool/task/config with its status, what was
     compared, the worst absolute and relative errors and the tolerance."""
     header = ["model", "tool", "task", "config", "status", "checked", "max abs err",
               "max rel err", "rtol/atol", "reason"]
     body = []
     for c in cells:
-        chk = c.get("check") or {}
-        body.append([safe_text(c["model"]), safe_text(c["tool"]), c["task"],
-                     safe_text(c["config"] if c["config"] is not None else "*"), c["status"],
-                     chk.get("what", ""),
-                     f"{chk['max_abs_err']:.2e}" if chk else "",
-                     f"{chk['max_rel_err']:.2e}" if chk else "",
-                     f"{chk['rtol']:g}/{chk['atol']:g}" if chk else "",
-                     safe_text(c.get("reason", ""))[:100]])
+        chk = c.check
+        errors = ([chk.what, f"{chk.max_abs_err:.2e}", f"{chk.max_rel_err:.2e}",
+                   f"{chk.rtol:g}/{chk.atol:g}"] if chk is not None else ["", "", "", ""])
+        body.append([safe_text(c.model), safe_text(c.tool), c.task,
+                     safe_text(c.config if c.config is not None else "*"), c.status.value,
+                     *errors, safe_text(c.reason)[:100]])
     return _align([header] + body)
 
 
@@ -192,7 +198,7 @@ def verdict_text(row: ComparisonRow) -> str:
     """The verdict as people read it: memory changes in words of memory, and a trailing "~"
     where the change is beyond the minimum effect but not significant."""
     text = row.verdict.value
-    if row.kind in ("peak_rss", "peak_cuda"):
+    if row.unit == "byte":
         text = _MEMORY_VERDICT_TEXT.get(row.verdict, text)
     return text + ("~" if row.inconclusive else "")
 
@@ -203,11 +209,28 @@ def _one_line(text: object) -> str:
     return safe_text(text).replace("\t", "\\t").replace("\n", "\\n")
 
 
-def _status_text(row: ComparisonRow) -> str:
-    base, new = row.base_status or "absent", row.new_status or "absent"
-    if base == new == "ok":
+def status_text(base: CellStatus | None, new: CellStatus | None, reason: str = "",
+                arrow: str = "->") -> str:
+    """How a benchmark's status went from BASE to NEW: "" when ok in both builds, else the
+    status, or `BASE -> NEW` when it changed ("absent" for a build without the benchmark),
+    then `: reason` when there is one. Escapes nothing: `reason` comes from a file."""
+    if base is new is CellStatus.OK:
         return ""
-    return _one_line(base) if base == new else f"{_one_line(base)} -> {_one_line(new)}"
+    before = base.value if base is not None else "absent"
+    after = new.value if new is not None else "absent"
+    text = before if before == after else f"{before} {arrow} {after}"
+    return f"{text}: {reason}" if reason else text
+
+
+def geomean_label(g: GeoMean) -> str:
+    """What a geometric mean is over: "all", or "tool NAME" / "task NAME". Escapes nothing:
+    the name comes from a file."""
+    return "all" if g.by == "all" else f"{g.by} {g.key}"
+
+
+def format_confidence(alpha: float) -> str:
+    """The confidence of intervals at level `alpha`: 0.05 as "95%"."""
+    return f"{(1 - alpha) * 100:.0f}%"
 
 
 def _rows_to_show(comparison: Comparison, only_changed: bool) -> list[ComparisonRow]:
@@ -216,15 +239,11 @@ def _rows_to_show(comparison: Comparison, only_changed: bool) -> list[Comparison
     return [r for r in comparison.rows if r.verdict != Verdict.SAME]
 
 
-def _geomean_label(g: GeoMean) -> str:
-    return "all" if g.by == "all" else f"{g.by} {_one_line(g.key)}"
-
-
 def comparison_criteria(comparison: Comparison) -> str:
     """One paragraph saying what a verdict of `comparison` means: the minimum effect, the
     significance level and its adjustment, the intervals, the detectable effect, "~" and
     the memory verdicts."""
-    confidence = f"{(1 - comparison.alpha) * 100:.0f}%"
+    confidence = format_confidence(comparison.alpha)
     return (f"A change needs NEW/BASE beyond {format_percent(comparison.min_effect)} and "
             f"q < {comparison.alpha:g} (Benjamini-Hochberg over the benchmarks of each "
             f"kind). Intervals are {confidence}. Detectable: the smallest change the spread "
@@ -249,8 +268,7 @@ def _table_row(r: ComparisonRow) -> list[str]:
     reason = _one_line(r.reason)
     if len(reason) > _REASON_WIDTH:
         reason = reason[: _REASON_WIDTH - 3] + "..."
-    status = _status_text(r)
-    note = f"{status}: {reason}" if status and reason else status
+    note = status_text(r.base_status, r.new_status, reason)
     return [_one_line(r.name), r.kind, format_quantity(r.base_median, r.unit),
             format_quantity(r.new_median, r.unit), format_ratio(r.ratio),
             format_interval(r.ratio_low, r.ratio_high), format_p(r.p_value),
@@ -258,7 +276,7 @@ def _table_row(r: ComparisonRow) -> list[str]:
 
 
 def _format_table(comparison: Comparison, only_changed: bool) -> str:
-    confidence = f"{(1 - comparison.alpha) * 100:.0f}% interval"
+    confidence = f"{format_confidence(comparison.alpha)} interval"
     header = ["benchmark", "kind", "base", "new", "ratio", confidence, "p", "detectable",
               "verdict", "status"]
     rows = [_table_row(r) for r in _rows_to_show(comparison, only_changed)]
@@ -266,7 +284,7 @@ def _format_table(comparison: Comparison, only_changed: bool) -> str:
     parts.append(_align([header] + rows) if rows else "(no benchmarks to show)")
     if comparison.geomeans:
         parts += ["", "Geometric mean of NEW/BASE run time (benchmarks correct in both builds):"]
-        geo = [[_geomean_label(g), format_ratio(g.ratio), format_interval(g.low, g.high),
+        geo = [[_one_line(geomean_label(g)), format_ratio(g.ratio), format_interval(g.low, g.high),
                 f"{g.n} benchmarks"] for g in comparison.geomeans]
         width = [max(len(row[i]) for row in geo) for i in range(4)]
         parts += ["  " + "  ".join(c.ljust(w) for c, w in zip(row, width)).rstrip()
@@ -293,15 +311,13 @@ def _format_markdown(comparison: Comparison, only_changed: bool) -> str:
     for line in _header_lines(comparison)[2:]:
         lines += [f"> {_md(line)}", ""]
     lines += [_md(comparison_criteria(comparison)), ""]
-    confidence = f"{(1 - comparison.alpha) * 100:.0f}% interval"
+    confidence = f"{format_confidence(comparison.alpha)} interval"
     header = ["verdict", "benchmark", "kind", "base", "new", "ratio", confidence, "p", "q",
               "detectable", "status"]
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|" + "|".join(["---"] * 3 + ["---:"] * 7 + ["---"]) + "|")
     for r in _rows_to_show(comparison, only_changed):
-        status = _status_text(r)
-        if r.reason and status:
-            status = f"{status}: {r.reason}"
+        status = status_text(r.base_status, r.new_status, r.reason)
         cells = [verdict_text(r), r.name, r.kind, format_quantity(r.base_median, r.unit),
                  format_quantity(r.new_median, r.unit), format_ratio(r.ratio),
                  format_interval(r.ratio_low, r.ratio_high), format_p(r.p_value),
@@ -311,7 +327,7 @@ def _format_markdown(comparison: Comparison, only_changed: bool) -> str:
         lines += ["", "| geometric mean of NEW/BASE run time | ratio | interval | benchmarks |",
                   "|---|---:|---:|---:|"]
         for g in comparison.geomeans:
-            lines.append(f"| {_md(_geomean_label(g))} | {format_ratio(g.ratio)} | "
+            lines.append(f"| {_md(geomean_label(g))} | {format_ratio(g.ratio)} | "
                          f"{_md(format_interval(g.low, g.high))} | {g.n} |")
     lines += ["", f"Regression: {'**yes**' if comparison.has_regression else 'no'}"]
     return "\n".join(lines)
@@ -335,7 +351,9 @@ def _row_json(r: ComparisonRow) -> dict[str, Any]:
         "q_value": _number(r.q_value),
         "min_detectable_effect": _number(r.min_detectable_effect),
         "base_median": _number(r.base_median), "new_median": _number(r.new_median),
-        "unit": r.unit, "base_status": r.base_status, "new_status": r.new_status,
+        "unit": r.unit,
+        "base_status": r.base_status.value if r.base_status is not None else "",
+        "new_status": r.new_status.value if r.new_status is not None else "",
         "reason": r.reason, "method": r.method, "n_base": r.n_base, "n_new": r.n_new,
     }
 

@@ -26,13 +26,14 @@ from kscperf.compare import (
     Comparison,
     ComparisonRow,
     Verdict,
+    benchmark_parts,
     check_comparable,
     compare_builds,
-    parse_benchmark_name,
     summarize_build,
 )
-from kscperf.errors import KscperfError
-from kscperf.results import LoadedResults, benchmark_name, write_text_atomic
+from kscperf.errors import TIMED_STATUSES, CellStatus, KscperfError
+from kscperf.names import BenchmarkName, benchmark_name
+from kscperf.results import LoadedResults, write_text_atomic
 
 __all__ = [
     "TEMPLATE_NAME",
@@ -61,21 +62,25 @@ _VERDICT_CLASS = {
 }
 _VERDICT_TONE = {"bad": "worse", "good": "better"}
 
-# Badge text and CSS class per cell status.
-_BADGES = {
-    "ok": ("pass", "good"),
-    "incorrect": ("INCORRECT", "bad"),
-    "failed": ("FAILED", "bad"),
-    "timeout": ("TIMEOUT", "bad"),
-    "crashed": ("CRASHED", "bad"),
-    "oom": ("OOM", "bad"),
-    "skipped": ("skipped", "muted"),
-    "unsupported": ("unsupported", "muted"),
+# CSS class per cell status; the stylesheet in the template colours them.
+_STATUS_CLASS = {
+    CellStatus.OK: "good",
+    CellStatus.INCORRECT: "bad",
+    CellStatus.FAILED: "bad",
+    CellStatus.TIMEOUT: "bad",
+    CellStatus.CRASHED: "bad",
+    CellStatus.OOM: "bad",
+    CellStatus.SKIPPED: "muted",
+    CellStatus.UNSUPPORTED: "muted",
 }
+# The correctness badge of an ok cell; any other status is shown as it reads everywhere.
+_PASSED_BADGE = "pass"
 
 
 @dataclass(frozen=True)
 class EnvRow:
+    """One metadata key and its value in each build; `differs` when they are not all one."""
+
     key: str
     values: list[str]
     differs: bool
@@ -83,6 +88,8 @@ class EnvRow:
 
 @dataclass(frozen=True)
 class BuildHeader:
+    """A build's label, file and what the reader must know about it (incomplete, plain)."""
+
     name: str
     path: str
     notes: list[str]
@@ -90,6 +97,8 @@ class BuildHeader:
 
 @dataclass(frozen=True)
 class Figure:
+    """A caption and its checked SVG."""
+
     title: str
     svg: Any  # markupsafe.Markup of a checked SVG element
 
@@ -120,6 +129,8 @@ class CellRow:
 
 @dataclass(frozen=True)
 class ModelSection:
+    """One model's table of the shown build and its figures."""
+
     anchor: str
     name: str
     rows: list[CellRow]
@@ -128,6 +139,8 @@ class ModelSection:
 
 @dataclass(frozen=True)
 class PlainRow:
+    """One benchmark of a plain pyperf file."""
+
     name: str
     median: str
     spread: str
@@ -136,6 +149,8 @@ class PlainRow:
 
 @dataclass(frozen=True)
 class CompareRow:
+    """One `ComparisonRow` as text."""
+
     verdict: str
     verdict_class: str
     name: str
@@ -152,6 +167,8 @@ class CompareRow:
 
 @dataclass(frozen=True)
 class GeoRow:
+    """One geometric mean of NEW/BASE as text."""
+
     label: str
     ratio: str
     interval: str
@@ -160,6 +177,8 @@ class GeoRow:
 
 @dataclass(frozen=True)
 class ComparisonSection:
+    """The comparison of the last two builds as text, counts and figures."""
+
     base: str
     new: str
     criteria: str
@@ -173,6 +192,8 @@ class ComparisonSection:
 
 @dataclass(frozen=True)
 class HistorySection:
+    """Every build in the order given, and one history figure per model and task."""
+
     builds: list[str]
     base: str
     new: str
@@ -246,22 +267,19 @@ def _build_headers(results: Sequence[LoadedResults]) -> list[BuildHeader]:
 
 
 def _check_detail(view: CellView) -> str:
-    if view.status in ("ok", "incorrect") and isinstance(view.check, dict):
-        c = view.check
-        try:
-            text = (f"{c.get('what', 'output')}: max abs err {float(c['max_abs_err']):.3g}, "
-                    f"max rel err {float(c['max_rel_err']):.3g} "
-                    f"(rtol {float(c['rtol']):.3g}, atol {float(c['atol']):.3g})"
-                    + (f"; {c['detail']}" if c.get("detail") else ""))
-        except (KeyError, TypeError, ValueError):
-            text = str(c)
+    c = view.check
+    if view.status in TIMED_STATUSES and c is not None:
+        text = (f"{c.what}: max abs err {c.max_abs_err:.3g}, max rel err {c.max_rel_err:.3g} "
+                f"(rtol {c.rtol:.3g}, atol {c.atol:.3g})" + (f"; {c.detail}" if c.detail else ""))
         return formatting.safe_text(text)
-    return formatting.safe_text(view.reason or "")
+    return formatting.safe_text(view.reason)
 
 
 def _cell_row(row: BuildRow, tool: str, view: CellView, first: bool, size: int) -> CellRow:
-    badge, badge_class = _BADGES.get(view.status, (view.status.upper(), "bad"))
-    timed = view.status in ("ok", "incorrect") and view.n_values > 0
+    badge = (_PASSED_BADGE if view.status is CellStatus.OK
+             else formatting.STATUS_MARKS[view.status])
+    badge_class = _STATUS_CLASS[view.status]
+    timed = view.status in TIMED_STATUSES and view.n_values > 0
     time_text = formatting.format_seconds(view.median_s) if timed else "—"
     spread_text = f"± {formatting.format_seconds(view.spread_s)}" if timed else ""
     # `summarize_build` leaves the speedup NaN for anything not ok, so an incorrect or
@@ -275,7 +293,7 @@ def _cell_row(row: BuildRow, tool: str, view: CellView, first: bool, size: int) 
         group_size=size, first_of_group=first, tool=formatting.safe_text(tool),
         time=time_text, spread=spread_text, speedup=speedup_text, badge=badge,
         badge_class=badge_class, badge_detail=detail,
-        badge_note=detail if view.status != "ok" else "",
+        badge_note=detail if view.status is not CellStatus.OK else "",
         compile=formatting.format_seconds(view.compile_s),
         prep=formatting.format_seconds(view.prep_s),
         peak_rss=formatting.format_bytes(rss) if rss else "—",
@@ -295,12 +313,8 @@ def _model_rows(tools: list[str], rows: list[BuildRow]) -> list[CellRow]:
 # ------------------------------------------------------------------------------ figures
 
 def _time_figure(model: str, tools: list[str], rows: list[BuildRow], key: str) -> Figure:
-    tasks: list[str] = []
-    for r in rows:
-        if r.task not in tasks:
-            tasks.append(r.task)
     panels = []
-    for task in tasks:
+    for task in dict.fromkeys(r.task for r in rows):
         task_rows = [r for r in rows if r.task == task and r.config != "*"]
         configs = [r.config for r in task_rows]
         numels = [next((v.numel for v in r.cells.values() if v.numel), None) for r in task_rows]
@@ -314,7 +328,7 @@ def _time_figure(model: str, tools: list[str], rows: list[BuildRow], key: str) -
             y, low, high = [], [], []
             for r in task_rows:
                 view = r.cells.get(tool)
-                if view is None or view.status != "ok" or not view.n_values:
+                if view is None or view.status is not CellStatus.OK or not view.n_values:
                     y.append(math.nan)
                     low.append(math.nan)
                     high.append(math.nan)
@@ -338,12 +352,8 @@ def _speedup_figure(model: str, tools: list[str], rows: list[BuildRow], key: str
     others = [t for t in tools if t != REFERENCE_TOOL]
     if not others:
         return None
-    tasks: list[str] = []
-    for r in rows:
-        if r.task not in tasks:
-            tasks.append(r.task)
     bars = []
-    for task in tasks:
+    for task in dict.fromkeys(r.task for r in rows):
         for tool in others:
             speedups = [r.cells[tool].speedup for r in rows
                         if r.task == task and tool in r.cells]
@@ -356,12 +366,8 @@ def _speedup_figure(model: str, tools: list[str], rows: list[BuildRow], key: str
 
 def _models(results: LoadedResults, figure_prefix: str) -> list[ModelSection]:
     tools, rows = summarize_build(results)
-    models: list[str] = []
-    for r in rows:
-        if r.model not in models:
-            models.append(r.model)
     sections = []
-    for i, model in enumerate(models):
+    for i, model in enumerate(dict.fromkeys(r.model for r in rows)):
         model_rows = [r for r in rows if r.model == model]
         figures = [_time_figure(model, tools, model_rows, f"{figure_prefix}{i}-time")]
         speed = _speedup_figure(model, tools, model_rows, f"{figure_prefix}{i}-speedup")
@@ -385,12 +391,7 @@ def _plain_rows(results: LoadedResults) -> list[PlainRow]:
 # ------------------------------------------------------------------------------ comparison
 
 def _compare_row(r: ComparisonRow) -> CompareRow:
-    status = ""
-    if not (r.base_status == r.new_status == "ok"):
-        base, new = r.base_status or "absent", r.new_status or "absent"
-        status = base if base == new else f"{base} → {new}"
-        if r.reason:
-            status += f": {r.reason}"
+    status = formatting.status_text(r.base_status, r.new_status, r.reason, arrow="→")
     return CompareRow(
         verdict=formatting.verdict_text(r), verdict_class=_VERDICT_CLASS[r.verdict],
         name=formatting.safe_text(r.name), kind=r.kind,
@@ -415,7 +416,8 @@ def _ratio_figures(comparison: Comparison) -> list[Figure]:
             f"{r.tool}/{r.task}/{r.config}" if r.model else r.name, r.ratio, r.ratio_low,
             r.ratio_high, _VERDICT_TONE.get(_VERDICT_CLASS[r.verdict], "same")) for r in rows]
         label = model or "benchmarks"
-        title = f"{label}: run time NEW/BASE with {(1 - comparison.alpha) * 100:.0f}% intervals"
+        title = (f"{label}: run time NEW/BASE with "
+                 f"{formatting.format_confidence(comparison.alpha)} intervals")
         figures.append(Figure(f"{label}: NEW/BASE", _safe_svg(plots.plot_ratios(
             title, points, min_effect=comparison.min_effect, key=f"ratio{i}"))))
     return figures
@@ -430,7 +432,7 @@ def _comparison_section(comparison: Comparison) -> ComparisonSection:
     for side in (comparison.base, comparison.new):
         if not side.complete:
             warnings.append(f"{formatting.safe_text(side.path)} is incomplete")
-    geomeans = [GeoRow("all" if g.by == "all" else f"{g.by} {formatting.safe_text(g.key)}",
+    geomeans = [GeoRow(formatting.safe_text(formatting.geomean_label(g)),
                        formatting.format_ratio(g.ratio), formatting.format_interval(g.low, g.high),
                        str(g.n)) for g in comparison.geomeans]
     criteria = formatting.comparison_criteria(comparison)
@@ -445,63 +447,69 @@ def _comparison_section(comparison: Comparison) -> ComparisonSection:
 
 # ------------------------------------------------------------------------------ history
 
-def _time_benchmarks(results: LoadedResults) -> list[tuple[str, str, str, str, str, str]]:
-    """(name, model, tool, task, config, status) of each run-time benchmark of a build:
-    from the cell summaries of a kscperf file (names are not split, since a model name may
-    hold "/"), from the benchmark names of a plain pyperf file."""
-    out = []
+@dataclass(frozen=True)
+class _TimeBenchmark:
+    """A run-time benchmark of one build, for the history lines."""
+
+    name: str
+    parts: BenchmarkName
+    status: CellStatus
+
+
+def _time_benchmarks(results: LoadedResults) -> dict[str, _TimeBenchmark]:
+    """The run-time benchmarks of a build by name: from the cell summaries of a kscperf file
+    (names are not split, since a model name may hold "/"), from the benchmark names of a
+    plain pyperf file."""
     if results.has_kscperf:
-        for c in results.cells:
-            if c["config"] is None:
-                continue
-            model, tool, task, config = c["model"], c["tool"], c["task"], str(c["config"])
-            out.append((benchmark_name(model, tool, task, config), model, tool, task, config,
-                        c["status"]))
-        return out
-    for name in results.benchmarks:
-        kind, model, tool, task, config = parse_benchmark_name(name)
-        if kind == "time":
-            out.append((name, model, tool, task, config, "ok"))
-    return out
+        return {b.name: b for b in (
+            _TimeBenchmark(benchmark_name(c.model, c.tool, c.task, c.config),
+                           BenchmarkName(c.model, c.tool, c.task, c.config), c.status)
+            for c in results.cells if c.config is not None)}
+    return {name: _TimeBenchmark(name, parts, CellStatus.OK) for name in results.benchmarks
+            if (parts := benchmark_parts(name)).kind == "time"}
+
+
+def _relative_medians(name: str, results: Sequence[LoadedResults],
+                      per_build: list[dict[str, _TimeBenchmark]]) -> list[float]:
+    """The median time of benchmark `name` in each build over that in the first build that
+    has one; NaN where a build has no correct timing of it."""
+    medians = []
+    for r, benchmarks in zip(results, per_build):
+        entry = benchmarks.get(name)
+        values = r.benchmarks.get(name, [])
+        # Only correct timings are drawn; anything else leaves a gap.
+        ok = entry is not None and entry.status is CellStatus.OK
+        medians.append(stats.median(values) if values and ok else math.nan)
+    first = next((m for m in medians if math.isfinite(m)), math.nan)
+    return [m / first if math.isfinite(m) and first > 0 else math.nan for m in medians]
 
 
 def _history_section(results: Sequence[LoadedResults], comparison: Comparison
                      ) -> HistorySection:
-    per_build = [{b[0]: b for b in _time_benchmarks(r)} for r in results]
-    keys: dict[str, tuple[str, str, str, str]] = {}
+    per_build = [_time_benchmarks(r) for r in results]
+    parts: dict[str, BenchmarkName] = {}
     for benchmarks in per_build:
-        for name, model, tool, task, config, _ in benchmarks.values():
-            keys.setdefault(name, (model, tool, task, config))
+        for name, b in benchmarks.items():
+            parts.setdefault(name, b.parts)
     regressions = {r.name for r in comparison.regressions if r.kind == "time"}
     groups: dict[tuple[str, str], list[str]] = {}
-    tools: list[str] = []
-    for name, (model, tool, task, _) in keys.items():
-        groups.setdefault((model, task), []).append(name)
-        if tool not in tools:
-            tools.append(tool)
+    for name, p in parts.items():
+        groups.setdefault((p.model, p.task), []).append(name)
+    tools = list(dict.fromkeys(p.tool for p in parts.values()))
     figures = []
     builds = [r.build for r in results]
     for i, ((model, task), members) in enumerate(groups.items()):
         series = []
         for name in members:
-            _, tool, _, config = keys[name]
-            medians = []
-            for r, benchmarks in zip(results, per_build):
-                entry = benchmarks.get(name)
-                values = r.benchmarks.get(name, [])
-                # Only correct timings are drawn; anything else leaves a gap.
-                ok = entry is not None and entry[5] == "ok"
-                medians.append(stats.median(values) if values and ok else math.nan)
-            first = next((m for m in medians if math.isfinite(m)), math.nan)
-            relative = [m / first if math.isfinite(m) and first > 0 else math.nan
-                        for m in medians]
+            p = parts[name]
             highlighted = name in regressions
             if not model:
                 label = name
             else:
-                label = f"{tool}/{config}" if highlighted else tool
-            series.append(plots.Series(label, list(range(len(results))), relative,
-                                       highlight=highlighted, colour_index=tools.index(tool)))
+                label = f"{p.tool}/{p.config}" if highlighted else p.tool
+            series.append(plots.Series(label, list(range(len(results))),
+                                       _relative_medians(name, results, per_build),
+                                       highlight=highlighted, colour_index=tools.index(p.tool)))
         group_label = f"{model} / {task}" if model else "benchmarks"
         title = f"{group_label}: median time relative to its first build"
         figures.append(Figure(group_label, _safe_svg(plots.plot_history(

@@ -9,8 +9,8 @@ ignores:
                  "cells": [...],   one summary per model/tool/task/config
                  "runs": [...]}}   every worker process's raw CellResult
 
-Benchmark names: `model/tool/task/config` (run time, seconds per call),
-`model/tool/task:compile` (one value per process) and `model/tool/task/config:prep`.
+Benchmark names (built by `kscperf.names`): `model/tool/task/config` (run time, seconds per
+call), `model/tool/task:compile` (one value per process) and `model/tool/task/config:prep`.
 
 Format history:
     1  first version.
@@ -23,18 +23,17 @@ import json
 import math
 import os
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
 from kscperf.errors import STATUS_SEVERITY, CellStatus, KscperfError
-from kscperf.spec import CellResult
+from kscperf.names import benchmark_name, compile_name, prep_name
+from kscperf.spec import CellResult, CheckResult, ConfigResult
 
 __all__ = [
     "FORMAT_VERSION",
+    "CellSummary",
     "LoadedResults",
-    "benchmark_name",
-    "compile_name",
-    "prep_name",
     "summarize_cells",
     "build_document",
     "write_results",
@@ -52,16 +51,82 @@ FORMAT_VERSION = 1
 _PYPERF_RUN_KEYS = ("hostname", "cpu_model_name", "cpu_count", "platform", "python_version")
 
 
-def benchmark_name(model: str, tool: str, task: str, config: str) -> str:
-    return f"{model}/{tool}/{task}/{config}"
+@dataclass(frozen=True)
+class CellSummary:
+    """One model/tool/task/config over all its worker processes: an entry of a results
+    file's `kscperf.cells`. `config` is None for the fate of a cell that never reached its
+    configs, or died part-way, standing for the configs it never reached.
+
+    The status, reason, phase and check are those of the worst process; `compile_s` and
+    `prep_s` hold one value per process that measured one, the peaks are the highest over
+    the processes, `values` counts the timed values of all of them.
+    """
+
+    model: str
+    tool: str
+    task: str
+    config: str | None
+    status: CellStatus = CellStatus.OK
+    reason: str = ""
+    phase: str = ""
+    check: CheckResult | None = None
+    compile_s: tuple[float, ...] = ()
+    prep_s: tuple[float, ...] = ()
+    peak_rss_bytes: int | None = None
+    peak_cuda_bytes: int | None = None
+    processes: int = 0
+    values: int = 0
+    numel: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The entry as a results file holds it (plain JSON types)."""
+        return {
+            "model": self.model, "tool": self.tool, "task": self.task, "config": self.config,
+            "status": self.status.value, "reason": self.reason, "phase": self.phase,
+            "check": self.check.to_dict() if self.check is not None else None,
+            "compile_s": list(self.compile_s), "prep_s": list(self.prep_s),
+            "peak_rss_bytes": self.peak_rss_bytes, "peak_cuda_bytes": self.peak_cuda_bytes,
+            "processes": self.processes, "values": self.values, "numel": self.numel,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Any) -> CellSummary:
+        """The entry `d` of a results file. Raises KeyError, TypeError or ValueError when
+        it is not one: not an object, no status, model, tool, task or config, an unknown
+        status, a name that is not a string."""
+        if not isinstance(d, dict):
+            raise TypeError(f"a cell is an object, not {d!r}")
+        status = CellStatus(d["status"])
+        model, tool, task, config = d["model"], d["tool"], d["task"], d["config"]
+        if not all(isinstance(v, str) for v in (model, tool, task)) or not isinstance(
+                config, (str, type(None))):
+            raise TypeError(f"a cell's names are strings, not {(model, tool, task, config)!r}")
+        return cls(
+            model=model, tool=tool, task=task, config=config, status=status,
+            reason=str(d.get("reason") or ""), phase=str(d.get("phase") or ""),
+            check=_check_from_dict(d.get("check")),
+            compile_s=tuple(float(v) for v in d.get("compile_s") or ()),
+            prep_s=tuple(float(v) for v in d.get("prep_s") or ()),
+            peak_rss_bytes=_count(d.get("peak_rss_bytes")),
+            peak_cuda_bytes=_count(d.get("peak_cuda_bytes")),
+            processes=int(d.get("processes") or 0), values=int(d.get("values") or 0),
+            numel=_count(d.get("numel")))
 
 
-def compile_name(model: str, tool: str, task: str) -> str:
-    return f"{model}/{tool}/{task}:compile"
+def _check_from_dict(d: Any) -> CheckResult | None:
+    if d is None:
+        return None
+    check = CheckResult.from_dict(d)
+    numbers = (check.max_abs_err, check.max_rel_err, check.rtol, check.atol)
+    if not (all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in numbers)
+            and isinstance(check.what, str) and isinstance(check.detail, str)):
+        raise TypeError(f"a check holds numbers and strings, not {d!r}")
+    return check
 
 
-def prep_name(model: str, tool: str, task: str, config: str) -> str:
-    return f"{model}/{tool}/{task}/{config}:prep"
+def _count(value: Any) -> int | None:
+    # bool is an int in Python; a flag is not a count.
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 @dataclass
@@ -77,77 +142,76 @@ class LoadedResults:
     metadata: dict[str, Any]
     benchmarks: dict[str, list[float]]
     runs_values: dict[str, list[list[float]]]
-    cells: list[dict[str, Any]] = field(default_factory=list)
+    cells: list[CellSummary] = field(default_factory=list)
     runs: list[CellResult] = field(default_factory=list)
     complete: bool = True
     has_kscperf: bool = True
 
     @property
     def build(self) -> str:
+        """The build's label: its `build` metadata, else the file's name."""
         return str(self.metadata.get("build") or os.path.basename(self.path))
 
-    def cell(self, model: str, tool: str, task: str, config: str) -> dict[str, Any] | None:
+    def cell(self, model: str, tool: str, task: str, config: str | None) -> CellSummary | None:
+        """The summary of one model/tool/task/config (config None: the cell's own fate), or
+        None when the file has none."""
         for c in self.cells:
-            if (c["model"], c["tool"], c["task"], c["config"]) == (model, tool, task, config):
+            if (c.model, c.tool, c.task, c.config) == (model, tool, task, config):
                 return c
         return None
 
 
-def _worst(statuses: Iterable[CellStatus]) -> CellStatus:
-    return max(statuses, key=STATUS_SEVERITY.__getitem__)
+def _with_outcome(summary: CellSummary, status: CellStatus, reason: str,
+                  phase: str) -> CellSummary:
+    """`summary` showing `status` when it is worse than the one shown, or the first."""
+    if STATUS_SEVERITY[status] > STATUS_SEVERITY[summary.status] or summary.processes == 0:
+        return replace(summary, status=status, reason=reason, phase=phase)
+    return summary
 
 
-def summarize_cells(runs: Iterable[CellResult]) -> list[dict[str, Any]]:
-    """One summary dict per model/tool/task/config over all processes, in first-seen order.
+def _peak(shown: int | None, value: int | None) -> int | None:
+    return shown if value is None else max(value, shown or 0)
+
+
+def _with_config(summary: CellSummary, r: CellResult, c: ConfigResult) -> CellSummary:
+    """`summary` after one more process's result `c` for its config."""
+    shown = _with_outcome(summary, c.status, c.reason, c.phase)
+    check = summary.check
+    # The check shown: the first, then that of a worse process, then any failing one.
+    if c.check is not None and (check is None or shown.status != summary.status
+                                or not c.check.passed):
+        check = c.check
+    return replace(
+        shown, check=check,
+        compile_s=summary.compile_s + ((r.compile_s,) if r.compile_s is not None else ()),
+        prep_s=summary.prep_s + ((c.prep_s,) if c.prep_s is not None else ()),
+        peak_rss_bytes=_peak(summary.peak_rss_bytes, c.peak_rss_bytes),
+        peak_cuda_bytes=_peak(summary.peak_cuda_bytes, c.peak_cuda_bytes),
+        processes=summary.processes + 1, values=summary.values + len(c.values),
+        numel=c.numel if c.numel is not None else summary.numel)
+
+
+def summarize_cells(runs: Iterable[CellResult]) -> list[CellSummary]:
+    """One summary per model/tool/task/config over all processes, in first-seen order.
 
     A cell that never reached its configs, or died part-way (import error, crash, timeout),
     has an entry with `config` None.
     The shown status, reason, phase and check are those of the worst process.
     """
-    summary: dict[tuple[str, str, str, str | None], dict[str, Any]] = {}
+    summary: dict[tuple[str, str, str, str | None], CellSummary] = {}
 
-    def entry(r: CellResult, config: str | None) -> dict[str, Any]:
-        key = (r.model, r.tool, r.task, config)
-        if key not in summary:
-            summary[key] = {
-                "model": r.model, "tool": r.tool, "task": r.task, "config": config,
-                "status": CellStatus.OK.value, "reason": "", "phase": "", "check": None,
-                "compile_s": [], "prep_s": [], "peak_rss_bytes": None,
-                "peak_cuda_bytes": None, "processes": 0, "values": 0, "numel": None,
-            }
-        return summary[key]
-
-    def absorb(e: dict[str, Any], status: CellStatus, reason: str, phase: str) -> None:
-        if STATUS_SEVERITY[status] > STATUS_SEVERITY[CellStatus(e["status"])] or (
-                e["processes"] == 0):
-            e["status"], e["reason"], e["phase"] = status.value, reason, phase
+    def entry(r: CellResult, config: str | None) -> CellSummary:
+        found = summary.get((r.model, r.tool, r.task, config))
+        return found if found is not None else CellSummary(r.model, r.tool, r.task, config)
 
     for r in runs:
         # A cell that died part-way keeps its finished configs, and its fate is recorded
         # under config None, for the configs it never reached.
         if not r.configs or r.status != CellStatus.OK:
-            e = entry(r, None)
-            absorb(e, r.status, r.reason, r.phase)
-            e["processes"] += 1
+            e = _with_outcome(entry(r, None), r.status, r.reason, r.phase)
+            summary[r.model, r.tool, r.task, None] = replace(e, processes=e.processes + 1)
         for c in r.configs:
-            e = entry(r, c.config)
-            before = e["status"]
-            absorb(e, c.status, c.reason, c.phase)
-            if c.check is not None and (e["check"] is None or e["status"] != before
-                                        or not c.check.passed):
-                e["check"] = c.check.to_dict()
-            if r.compile_s is not None:
-                e["compile_s"].append(r.compile_s)
-            if c.prep_s is not None:
-                e["prep_s"].append(c.prep_s)
-            for key in ("peak_rss_bytes", "peak_cuda_bytes"):
-                value = getattr(c, key)
-                if value is not None:
-                    e[key] = max(value, e[key] or 0)
-            e["processes"] += 1
-            e["values"] += len(c.values)
-            if c.numel is not None:
-                e["numel"] = c.numel
+            summary[r.model, r.tool, r.task, c.config] = _with_config(entry(r, c.config), r, c)
     return list(summary.values())
 
 
@@ -218,7 +282,7 @@ def build_document(runs: list[CellResult], metadata: dict[str, Any],
         "format_version": FORMAT_VERSION,
         "complete": complete,
         "metadata": metadata,
-        "cells": summarize_cells(runs),
+        "cells": [c.to_dict() for c in summarize_cells(runs)],
         "runs": [r.to_dict() for r in runs],
     }
     return doc
@@ -361,10 +425,7 @@ def load_results(path: str) -> LoadedResults:
                              runs_values=runs_values, has_kscperf=False)
     try:
         runs = [CellResult.from_dict(r) for r in ksc.get("runs", [])]
-        cells = list(ksc.get("cells", []))
-        for c in cells:
-            CellStatus(c["status"])
-            c["model"], c["tool"], c["task"]
+        cells = [CellSummary.from_dict(c) for c in ksc.get("cells", [])]
     except (KeyError, TypeError, ValueError) as exc:
         raise KscperfError(f"{path} has a malformed 'kscperf' section: {exc!r}.") from None
     metadata = dict(pyperf_metadata)

@@ -18,10 +18,11 @@ from kscperf import formatting
 from kscperf.compare import (
     REGRESSION_VERDICTS,
     Comparison,
+    GeoMean,
     Verdict,
+    benchmark_parts,
     check_comparable,
     compare_builds,
-    parse_benchmark_name,
 )
 from kscperf.errors import CellStatus, KscperfError
 from kscperf.results import LoadedResults, load_results, write_results
@@ -128,6 +129,29 @@ def test_correctness_and_failures(loaded: dict[str, LoadedResults]) -> None:
     assert _verdicts(back, Verdict.FIXED) == sorted(
         ["vrelu3/ptnice/fwd/1024"] + [f"sqrl/pt/bwd/{c}" for c in synthetic.CONFIGS])
     assert not back.has_regression
+
+
+def test_every_status_against_ok(tmp_path: Path) -> None:
+    every = tuple(s.value for s in CellStatus)
+    kwargs: dict[str, Any] = dict(models=("m",), tools=("pt",), tasks=("fwd",), configs=every)
+    base = synthetic.write_build(str(tmp_path / "a.json"), "a", seed=1, **kwargs)
+    new = synthetic.write_build(str(tmp_path / "b.json"), "b", seed=2,
+                                status=lambda m, t, k, c: CellStatus(c), **kwargs)
+    comparison = compare_builds(load_results(base), load_results(new))
+    rows = {r.config: r for r in comparison.rows if r.kind == "time"}
+    assert {c: r.verdict.value for c, r in rows.items()} == {
+        "ok": "same", "incorrect": "incorrect-now", "skipped": "missing",
+        "unsupported": "missing", "failed": "failing-now", "timeout": "failing-now",
+        "crashed": "failing-now", "oom": "failing-now"}
+    assert all(r.base_status is CellStatus.OK and r.new_status is CellStatus(c)
+               for c, r in rows.items())
+    doc = json.loads(formatting.format_comparison(comparison, "json"))
+    assert {o["config"]: o["new_status"] for o in doc["benchmarks"] if o["kind"] == "time"} == {
+        c: c for c in every}
+    back = compare_builds(load_results(new), load_results(base))
+    assert {r.config: r.verdict.value for r in back.rows if r.kind == "time"} == {
+        "ok": "same", "incorrect": "fixed", "skipped": "new", "unsupported": "new",
+        "failed": "fixed", "timeout": "fixed", "crashed": "fixed", "oom": "fixed"}
 
 
 def test_a_cell_that_dies_part_way_fails_the_configs_it_never_reached(
@@ -279,13 +303,19 @@ def test_plain_pyperf_files_compare_by_run_time(tmp_path: Path,
     assert {r.kind for r in mixed.rows} == {"time"}
 
 
-def test_parse_benchmark_name() -> None:
-    assert parse_benchmark_name("m/t/k/16x16") == ("time", "m", "t", "k", "16x16")
-    assert parse_benchmark_name("m/t/k/a/b") == ("time", "m", "t", "k", "a/b")
-    assert parse_benchmark_name("m/t/k:compile") == ("compile", "m", "t", "k", "")
-    assert parse_benchmark_name("m/t/k/c:prep") == ("prep", "m", "t", "k", "c")
-    assert parse_benchmark_name("m/t/k/c:peak_rss") == ("peak_rss", "m", "t", "k", "c")
-    assert parse_benchmark_name("startup") == ("time", "", "", "", "")
+def test_benchmark_parts() -> None:
+    def parts(name: str) -> tuple[str, str, str, str, str | None]:
+        p = benchmark_parts(name)
+        return p.kind, p.model, p.tool, p.task, p.config
+
+    assert parts("m/t/k/16x16") == ("time", "m", "t", "k", "16x16")
+    assert parts("m/t/k/a/b") == ("time", "m", "t", "k", "a/b")
+    assert parts("m/t/k:compile") == ("compile", "m", "t", "k", "")
+    assert parts("m/t/k/c:prep") == ("prep", "m", "t", "k", "c")
+    assert parts("m/t/k/c:peak_rss") == ("peak_rss", "m", "t", "k", "c")
+    # Any other name (a plain pyperf file's) is a run time without parts.
+    for plain in ("startup", "x:compile", "q:prep", "a//b/c"):
+        assert parts(plain) == ("time", "", "", "", ""), plain
 
 
 def test_regression_verdicts() -> None:
@@ -307,6 +337,19 @@ def test_table_format(loaded: dict[str, LoadedResults]) -> None:
     changed = formatting.format_comparison(compare_builds(loaded["base"], loaded["slow"]),
                                            "table", only_changed=True)
     assert " same " not in changed
+
+
+def test_status_and_geomean_text() -> None:
+    ok, crashed = CellStatus.OK, CellStatus.CRASHED
+    assert formatting.status_text(ok, ok, "ignored") == ""
+    assert formatting.status_text(crashed, crashed) == "crashed"
+    assert formatting.status_text(ok, crashed, "signal 9") == "ok -> crashed: signal 9"
+    assert formatting.status_text(None, ok, arrow="→") == "absent → ok"
+    assert formatting.status_text(ok, None) == "ok -> absent"
+    geo = GeoMean("tool", "compiled", 1.2, 1.1, 1.3, 4)
+    assert formatting.geomean_label(geo) == "tool compiled"
+    assert formatting.geomean_label(GeoMean("all", "", 1.2, 1.1, 1.3, 4)) == "all"
+    assert formatting.format_confidence(0.05) == "95%"
 
 
 def test_json_format(loaded: dict[str, LoadedResults]) -> None:

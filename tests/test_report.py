@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 import synthetic
-from kscperf import plots
-from kscperf.compare import compare_builds
+from kscperf import formatting, plots
+from kscperf.compare import compare_builds, summarize_build
 from kscperf.errors import CellStatus, KscperfError
 from kscperf.report import (
     ReportView,
@@ -127,6 +127,36 @@ def test_incorrect_and_failed_cells_never_show_as_fast(view3: ReportView) -> Non
     ok = next(r for r in vrelu3.rows if (r.tool, r.task, r.config) == (
         "compiled", "fwd", "16384"))
     assert ok.badge == "pass" and ok.speedup.endswith("x") and ok.time != "—"
+
+
+def test_every_status_has_its_badge_and_mark(tmp_path: Path) -> None:
+    every = tuple(s.value for s in CellStatus)
+    loaded = load_results(synthetic.write_build(
+        str(tmp_path / "every.json"), "every", seed=1, models=("m",), tools=("pt", "compiled"),
+        tasks=("fwd",), configs=every, numel=False,
+        status=lambda m, t, k, c: CellStatus(c) if t == "compiled" else CellStatus.OK))
+    rows = {r.config: r for r in build_report_view([loaded]).models[0].rows
+            if r.tool == "compiled"}
+    assert {c: (r.badge, r.badge_class) for c, r in rows.items()} == {
+        "ok": ("pass", "good"), "incorrect": ("INCORRECT", "bad"),
+        "skipped": ("skipped", "muted"), "unsupported": ("unsupported", "muted"),
+        "failed": ("FAILED", "bad"), "timeout": ("TIMEOUT", "bad"),
+        "crashed": ("CRASHED", "bad"), "oom": ("OOM", "bad")}
+    # Timed (ok, incorrect): a time, and the check in the badge's title; else the reason.
+    assert {c for c, r in rows.items() if r.time != "—"} == {"ok", "incorrect"}
+    assert rows["ok"].badge_detail.startswith("output: max abs err 1e-09")
+    assert rows["ok"].badge_note == "" and rows["oom"].badge_note == "oom on purpose"
+    table = formatting.format_run_table(*summarize_build(loaded)).splitlines()
+    # The terminal table: one line per config, the compiled column last.
+    compiled = {line.split()[1]: line.split("  ")[-1].strip() for line in table[2:]}
+    assert compiled["ok"].endswith("x)")
+    incorrect = compiled["incorrect"]  # timed, with no speedup
+    assert "±" in incorrect and incorrect.endswith(" INCORRECT") and "x)" not in incorrect
+    assert {c: compiled[c] for c in every if c not in ("ok", "incorrect")} == {
+        "skipped": "skipped", "unsupported": "unsupported", "failed": "FAILED",
+        "timeout": "TIMEOUT", "crashed": "CRASHED", "oom": "OOM"}
+    check_table = formatting.format_check_table(loaded.cells)
+    assert all(f" {s.value} " in check_table for s in CellStatus)
 
 
 def test_environment_of_each_build(view3: ReportView) -> None:

@@ -13,9 +13,15 @@ from typing import Any
 
 import pytest
 
-from kscperf import results
+from kscperf import names, results
 from kscperf.errors import CellStatus, KscperfError
-from kscperf.results import check_writable, load_results, merge_results, write_results
+from kscperf.results import (
+    CellSummary,
+    check_writable,
+    load_results,
+    merge_results,
+    write_results,
+)
 from kscperf.spec import CellResult, CheckResult, ConfigResult
 
 HOST = {"hostname": "perf1", "cpu_model_name": "Test CPU", "cpu_count": 2,
@@ -109,10 +115,14 @@ def test_benchmark_names_and_values(written: Path) -> None:
     assert len(loaded.benchmarks["m/compiled/bwd/8"]) == 3
 
 
-def test_name_helpers() -> None:
-    assert results.benchmark_name("vrelu3", "compiled", "bwd", "1024") == "vrelu3/compiled/bwd/1024"
-    assert results.compile_name("vrelu3", "compiled", "bwd") == "vrelu3/compiled/bwd:compile"
-    assert results.prep_name("vrelu3", "pt", "fwd", "16") == "vrelu3/pt/fwd/16:prep"
+def test_names_in_the_file_are_those_of_kscperf_names(written: Path) -> None:
+    assert names.benchmark_name("vrelu3", "compiled", "bwd", "1024") == "vrelu3/compiled/bwd/1024"
+    assert names.compile_name("vrelu3", "compiled", "bwd") == "vrelu3/compiled/bwd:compile"
+    assert names.prep_name("vrelu3", "pt", "fwd", "16") == "vrelu3/pt/fwd/16:prep"
+    for name in load_results(str(written)).benchmarks:
+        parsed = names.parse_benchmark_name(name)
+        assert parsed is not None and parsed.model == "m" and parsed.kind in ("time", "compile",
+                                                                              "prep"), name
 
 
 def test_cells_carry_every_outcome_field(written: Path) -> None:
@@ -151,11 +161,26 @@ def test_worst_process_decides_the_cell() -> None:
                  reason="the worker was killed by SIGSEGV", phase="worker"),
             cell("m", "pt", "fwd", (config("8", CellStatus.INCORRECT),), process_index=2)]
     summary = results.summarize_cells(runs)
-    by_config = {c["config"]: c for c in summary}
-    assert by_config["8"]["status"] == "incorrect" and by_config["8"]["processes"] == 2
-    assert by_config["8"]["check"]["passed"] is False
-    assert by_config[None]["status"] == "crashed"
-    assert by_config[None]["reason"] == "the worker was killed by SIGSEGV"
+    by_config = {c.config: c for c in summary}
+    assert by_config["8"].status is CellStatus.INCORRECT and by_config["8"].processes == 2
+    assert by_config["8"].check is not None and by_config["8"].check.passed is False
+    assert by_config[None].status is CellStatus.CRASHED
+    assert by_config[None].reason == "the worker was killed by SIGSEGV"
+
+
+def test_loaded_cells_are_the_typed_summaries(written: Path) -> None:
+    loaded = load_results(str(written))
+    assert loaded.cells == results.summarize_cells(sample_runs())
+    doc = json.loads(written.read_text())
+    assert [c.to_dict() for c in loaded.cells] == doc["kscperf"]["cells"]
+    assert [CellSummary.from_dict(c) for c in doc["kscperf"]["cells"]] == loaded.cells
+    ok = loaded.cell("m", "pt", "bwd", "8")
+    assert ok is not None and ok.status is CellStatus.OK and ok.compile_s == (0.5, 0.5)
+    assert ok.check == check() and ok.numel == 8 and ok.values == 6
+    unsupported = loaded.cell("m", "ts", "bwd", None)
+    assert unsupported is not None and unsupported.status is CellStatus.UNSUPPORTED
+    assert unsupported.check is None and unsupported.phase == "compile"
+    assert loaded.cell("m", "pt", "bwd", "9") is None
 
 
 def test_pyperf_run_metadata(written: Path) -> None:
@@ -201,7 +226,7 @@ def test_a_file_with_no_values_is_still_valid(tmp_path: Path) -> None:
                                    reason="no", compile_s=None)], BUILD_MD)
     loaded = load_results(str(path))
     assert loaded.benchmarks == {}
-    assert [c["status"] for c in loaded.cells] == ["unsupported"]
+    assert [c.status for c in loaded.cells] == [CellStatus.UNSUPPORTED]
 
 
 def test_incomplete_flag_and_atomic_replace(tmp_path: Path) -> None:
@@ -356,8 +381,18 @@ def test_newer_format_version(tmp_path: Path, written: Path) -> None:
     assert "newer kscperf" in message and "upgrade" in message
 
 
-@pytest.mark.parametrize("section", [[], {"format_version": "1"},
-                                     {"format_version": 1, "cells": [{"status": "great"}]}])
+@pytest.mark.parametrize("section", [
+    [], {"format_version": "1"}, {"format_version": 1, "cells": [{"status": "great"}]},
+    {"format_version": 1, "cells": ["ok"]},
+    {"format_version": 1, "cells": [{"status": "ok", "model": "m", "tool": "pt", "task": "fwd"}]},
+    {"format_version": 1, "cells": [{"status": "ok", "model": 1, "tool": "pt", "task": "fwd",
+                                     "config": None}]},
+    {"format_version": 1, "cells": [{"status": "ok", "model": "m", "tool": "pt", "task": "fwd",
+                                     "config": "8", "check": {"passed": True}}]},
+    {"format_version": 1, "cells": [{"status": "ok", "model": "m", "tool": "pt", "task": "fwd",
+                                     "config": "8", "check": dict(check().to_dict(),
+                                                                  rtol="big")}]},
+])
 def test_malformed_kscperf_section(tmp_path: Path, written: Path, section: Any) -> None:
     doc = json.loads(written.read_text())
     doc["kscperf"] = section
