@@ -1,75 +1,13 @@
 """Pure statistics on sequences of floats: medians, spreads, intervals, tests, geometric means.
 
-No I/O, no formatting, no torch, no pyperf. Thresholds are named constants here, never
-literals in formatting or templates. numpy and scipy are imported lazily, inside the
-functions that need them, so importing this module stays cheap for the CLI.
+Owns how two builds' values are compared (`compare_samples`: Welch t on per-process medians,
+or pooled values with Mann-Whitney U under `MIN_PROCESSES`; `compare_paired_samples` for the
+lockstep pairs of `ab`), the Benjamini-Hochberg adjustment, the minimum detectable effect and
+the thresholds, as named constants here, never literals in formatting or templates. No I/O, no
+formatting, no torch, no pyperf. numpy and scipy are imported lazily, inside the functions that
+need them, so importing this module stays cheap for the CLI.
 
-How two builds' values are compared (`compare_samples`)
--------------------------------------------------------
-The ratio is always `median(NEW) / median(BASE)` over all values, the number a user also
-sees in the run table. What differs is how its uncertainty is judged.
-
-*Processes are the unit of replication.* Values from one worker process share its memory
-layout, allocator state, CPU frequency and compiled code, so they are not independent: two
-processes of the same build differ by more than the values inside either one suggest. A test
-that pools all values (pyperf's Student t-test on means, a Mann-Whitney U test on 30 values)
-treats 3 x 10 values as 30 independent draws and calls process-to-process noise a change.
-pyperf's `compare_to` adds two faults of its own: it compares means, which one slow value
-drags, and it reports "significant" whenever the two files hold different numbers of values.
-
-So when both builds have at least `MIN_PROCESSES` processes (`method="processes"`), each
-process is summarised by its median (robust to a GC pause or an interrupt inside the process),
-and Welch's t-test is run on the logarithms of those medians: unequal variances allowed, the
-log making it a test of a ratio. With balanced processes this is the nested-ANOVA test of a
-build effect, whose error term is the process-to-process spread; the t distribution with
-Welch-Satterthwaite degrees of freedom (about 4 at the default profile) pays honestly for
-estimating that spread from few processes. The confidence interval of the ratio is the
-matching Wald interval, `ratio * exp(+-t * se)`, so interval and raw p-value never disagree.
-
-With fewer processes (the `fast` profile, or a file from an interrupted run), process-level
-spread cannot be estimated. The values are pooled (`method="values"`): a two-sided
-Mann-Whitney U test (no normality assumption, robust to outliers, what asv and
-google/benchmark use) and a percentile bootstrap interval of the ratio of medians with a
-fixed seed (deterministic output). Such verdicts understate process noise; use the default
-or rigorous profile when a verdict matters.
-
-*Many benchmarks are compared at once.* Even a correct per-benchmark test at 5 % calls about
-1 in 20 noisy benchmarks changed when nothing changed, and compile and prep times (one
-value per process, 10 % spread and more) are noisy. `adjust_p_values` applies the
-Benjamini-Hochberg procedure over the benchmarks of a comparison (`compare` uses one family
-per kind: run time, compile, prep, memory); when nothing changed this bounds the chance of
-*any* false verdict in a family by `ALPHA`, and when many benchmarks really changed it keeps
-the expected share of false ones below `ALPHA`.
-
-*Builds measured in lockstep* (`run-benchmarks ab`, `compare_paired_samples`). On a shared
-machine the speed of a CPU switches between states for milliseconds to seconds at a time (on
-the 2-core VM this was built on, one fixed workload ran 1.5x slower half the time or more, in
-stretches of 10 ms to 7 s; tools/truth-check measures it). Processes of two builds run one
-after the other see different stretches, and no test on separate runs can resolve 20 % then.
-`ab` makes two processes, one per build, take turns value by value, so value j of BASE and
-value j of NEW are neighbours in time. Each process pair gives one number, the median of
-log(NEW_j / BASE_j), and the pairs (processes) are the replicates of a one-sample t-test:
-the machine's state cancels inside a pair and only what is left varies between pairs. The
-ratio is then exp(mean of the pair numbers), which is not exactly the ratio of the medians
-shown beside it.
-
-Finally nothing under a minimum effect (`DEFAULT_MIN_EFFECT`, 5 %) is a change however
-significant: `classify_change` needs both.
-
-*What this buys, at the default profile.* A seeded simulation compared a build with itself:
-400 run-time benchmarks (3 processes x 10 values, process-to-process spread 0.3-4 %, 1 %
-within), 400 prep and 80 compile rows (3 single values, 15 % and 8 % spread), 30 times.
-False "slower"/"faster" verdicts per comparison, all with the 5 % floor:
-
-| test                                              | false verdicts | any false verdict |
-| ------------------------------------------------- | -------------- | ----------------- |
-| Mann-Whitney U on pooled values, p < 0.01         | about 16       | every time        |
-| Welch t on process medians, raw p < 0.01          | about 3.6      | every time        |
-| Welch t on process medians, BH q < 0.05 (this)    | about 0.1      | 7 %               |
-
-With one of four tools made 20 % slower, this method called 90 % of that tool's benchmarks
-slower and 0.6 others per comparison wrongly changed; with process-to-process spread under
-2 %, 99.8 % and none.
+Why this method, and a seeded simulation of its false-verdict rates: docs/method.md, "Statistics".
 """
 
 from __future__ import annotations
