@@ -13,17 +13,30 @@ Importing kscperf never imports torch; only the worker processes do.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Mapping, Sequence
 
 from kscperf import compare as _compare
 from kscperf import report as _report
 from kscperf import results as _results
+from kscperf.errors import KscperfError
 from kscperf.session import Build, OnProgress, RunConfig, SessionResult, prepare_session
 
 __all__ = ["run", "run_checks", "run_ab", "load", "compare_builds", "write_report",
            "merge_shards", "Build", "RunConfig", "SessionResult"]
 
 ResultsLike = str | _results.LoadedResults
+
+
+def _config(paths: tuple[str, ...], settings: dict[str, Any], **fixed: Any) -> RunConfig:
+    """The run configuration of `paths` and the caller's `settings`; KscperfError naming a
+    setting that RunConfig does not have."""
+    known = {f.name for f in dataclasses.fields(RunConfig)} - {"paths", "check_only"}
+    unknown = sorted(set(settings) - known)
+    if unknown:
+        raise KscperfError(f"unknown setting {unknown[0]!r}; the settings are "
+                           f"{', '.join(sorted(known))}.")
+    return RunConfig(paths=tuple(paths), **settings, **fixed)
 
 
 def run(*paths: str, output: str | None = None, build: str | None = None,
@@ -37,29 +50,29 @@ def run(*paths: str, output: str | None = None, build: str | None = None,
     tools="pt,compiled", tasks="bwd", processes=..., ...). Returns the session's result;
     after Ctrl-C it is `interrupted`, with what was measured written to `output` and marked
     incomplete."""
-    config = RunConfig(paths=tuple(paths), **settings)
+    config = _config(paths, settings)
     target = Build(label=build, env=tuple(sorted((env or {}).items())), output=output)
     session = prepare_session(config, [target], replace=replace, resume=resume)
     return session.run(on_progress)
 
 
 def run_checks(*paths: str, output: str | None = None, replace: bool = False,
-          on_progress: OnProgress | None = None, **settings: Any) -> SessionResult:
+               on_progress: OnProgress | None = None, **settings: Any) -> SessionResult:
     """Only the correctness checks of the cells in `paths`, one process each, no timing.
     Writes `output` when given."""
-    config = RunConfig(paths=tuple(paths), check_only=True, **settings)
+    config = _config(paths, settings, check_only=True)
     session = prepare_session(config, [Build(output=output)], replace=replace)
     return session.run(on_progress)
 
 
 def run_ab(*paths: str, base: Build = Build(label="base"), new: Build = Build(label="new"),
-       output_dir: str | None = None, replace: bool = False,
-       on_progress: OnProgress | None = None, **settings: Any) -> SessionResult:
+           output_dir: str | None = None, replace: bool = False,
+           on_progress: OnProgress | None = None, **settings: Any) -> SessionResult:
     """Run the cells of `paths` in two builds at once, their workers taking turns value by
     value, and write `output_dir/<label>.json` for each (default results/ab-<time>/).
     A build is told apart by its Python (`Build(python=...)`) or its environment variables
     (`Build(env=(("NAME", "value"),))`). Compare the two with `compare_builds(*result.loaded)`."""
-    config = RunConfig(paths=tuple(paths), **settings)
+    config = _config(paths, settings)
     session = prepare_session(config, [base, new], replace=replace, output_dir=output_dir)
     return session.run(on_progress)
 
@@ -74,7 +87,7 @@ def _loaded(item: ResultsLike) -> _results.LoadedResults:
 
 
 def compare_builds(base: ResultsLike, new: ResultsLike, *, min_effect: float = 0.05,
-            force: bool = False) -> _compare.Comparison:
+                   force: bool = False) -> _compare.Comparison:
     """NEW against BASE, benchmark by benchmark: ratio, interval, p-value, verdict, and
     geometric means. Files from different machines, torch versions or profiles raise
     KscperfError unless `force`."""

@@ -141,8 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run every cell in two builds at once, their workers taking turns value "
                     "by value, write one results file per build, and print the comparison. "
                     "Pairing cancels the drift of a shared machine that separate runs cannot "
-                    "(see docs/method.md, 'Two builds in lockstep'). Without --affinity, both builds' "
-                    "workers run on the last CPU available, with one torch thread.")
+                    "(see docs/method.md, 'Two builds in lockstep'). Without --affinity, both "
+                    "builds' workers run on the last CPU available, with one torch thread.")
     _add_selection(ab)
     _add_execution(ab)
     _add_timing(ab)
@@ -251,6 +251,7 @@ def _prepared(args: argparse.Namespace, config: Any, builds: list[Any], **option
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    """`list`: the selected cells, one per line, without running them."""
     from kscperf.formatting import safe_text
     from kscperf.session import select_cells
 
@@ -301,6 +302,7 @@ def _run_one_build(args: argparse.Namespace, check_only: bool, build: Any,
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """`run`: every selected cell timed, the results file written, the run table printed."""
     from kscperf import api
 
     result, interrupted = _run_one_build(
@@ -315,6 +317,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    """`check`: the correctness checks of every selected cell, one process each, no timing."""
     from kscperf import api
 
     result, interrupted = _run_one_build(args, True, api.Build())
@@ -322,6 +325,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_ab(args: argparse.Namespace) -> int:
+    """`ab`: two builds in lockstep, one results file each, and their comparison printed."""
     from kscperf import api
     from kscperf.formatting import format_comparison, format_seconds
 
@@ -351,6 +355,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    """`compare`: NEW against BASE, printed as a table, markdown or JSON."""
     from kscperf import api
     from kscperf.formatting import format_comparison
 
@@ -361,6 +366,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    """`report`: the HTML report of the given results files."""
     from kscperf import api
 
     print(f"wrote {api.write_report(args.files, args.output, force=args.force)}")
@@ -368,6 +374,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
+    """`merge`: one build's shard files joined into one results file."""
     from kscperf import api
 
     print(f"wrote {api.merge_shards(args.files, args.output)}")

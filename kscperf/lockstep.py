@@ -43,6 +43,7 @@ class TurnPipes:
         os.write(self._fds[1 - side], PARTNER_ENDED)
 
     def close(self) -> None:
+        """Close this side's ends of both FIFOs (the files go with their folder)."""
         for fd in self._fds:
             os.close(fd)
 

@@ -60,6 +60,7 @@ class BenchmarkName:
 
     @property
     def cell(self) -> str:
+        """`model/tool/task`: the cell the benchmark belongs to."""
         return cell_name(self.model, self.tool, self.task)
 
 

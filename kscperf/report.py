@@ -458,8 +458,8 @@ class _TimeBenchmark:
 
 def _time_benchmarks(results: LoadedResults) -> dict[str, _TimeBenchmark]:
     """The run-time benchmarks of a build by name: from the cell summaries of a kscperf file
-    (names are not split, since a model name may hold "/"), from the benchmark names of a
-    plain pyperf file."""
+    (their names are not parsed back: a config name may hold "/"), from the benchmark names
+    of a plain pyperf file."""
     if results.has_kscperf:
         return {b.name: b for b in (
             _TimeBenchmark(benchmark_name(c.model, c.tool, c.task, c.config),
@@ -522,9 +522,7 @@ def _history_section(results: Sequence[LoadedResults], comparison: Comparison
 # ------------------------------------------------------------------------------ entry points
 
 def build_report_view(results: Sequence[LoadedResults], comparison: Comparison | None = None,
-                      *, force: bool = False,
-                      min_effect: float = stats.DEFAULT_MIN_EFFECT,
-                      title: str | None = None) -> ReportView:
+                      *, force: bool = False) -> ReportView:
     """The report's view-model. With two or more builds and no `comparison`, the last two
     are compared (`compare_builds(results[-2], results[-1], ...)`); with three or more,
     history lines cover all builds in the order given. Raises KscperfError for no builds,
@@ -549,14 +547,14 @@ def build_report_view(results: Sequence[LoadedResults], comparison: Comparison |
                       f"{formatting.safe_text(last.path)}: {formatting.safe_text(d)}"
                       for d in differences]
         if comparison is None:
-            comparison = compare_builds(results[-2], last, min_effect=min_effect, force=force)
+            comparison = compare_builds(results[-2], last, force=force)
     shown = results[-1]
     models = _models(shown, "m") if shown.has_kscperf else []
     plain_rows = [] if shown.has_kscperf else _plain_rows(shown)
     history = (_history_section(results, comparison)
                if comparison is not None and len(results) >= 3 else None)
     return ReportView(
-        title=formatting.safe_text(title or f"kscperf report: {shown.build}"),
+        title=formatting.safe_text(f"kscperf report: {shown.build}"),
         shown_build=formatting.safe_text(shown.build),
         builds=_build_headers(results), environment=_environment(results),
         models=models, plain_rows=plain_rows,
@@ -577,14 +575,12 @@ def _environment_jinja() -> Any:
 
 
 def render_report(results: Sequence[LoadedResults], comparison: Comparison | None = None,
-                  *, force: bool = False, min_effect: float = stats.DEFAULT_MIN_EFFECT,
-                  title: str | None = None) -> str:
+                  *, force: bool = False) -> str:
     """One self-contained HTML document for `results` (see `build_report_view` for what is
     compared): environment of each build, per-model tables and figures of the last build,
     the comparison of the last two builds and the history of all of them. Deterministic:
     the same inputs give the same bytes."""
-    view = build_report_view(results, comparison, force=force, min_effect=min_effect,
-                             title=title)
+    view = build_report_view(results, comparison, force=force)
     template = _environment_jinja().get_template(TEMPLATE_NAME)
     return template.render(view=view)
 

@@ -22,7 +22,7 @@ from kscperf.outcome import classify_outcome, skipped_result
 from kscperf.plan import PlannedCell
 from kscperf.spec import CellResult, CellSpec, TimingProfile
 
-__all__ = ["RunOptions", "Progress", "run_cells", "run_cells_lockstep"]
+__all__ = ["RunOptions", "Progress", "OnResult", "run_cells", "run_cells_lockstep"]
 
 # A worker's clock runs on while it waits for its partner's turns: twice the time, so that a
 # build as slow as its timeout allows is not killed for the other.

@@ -10,15 +10,17 @@ is the exit policy. Never imports torch and never prints: progress goes to a cal
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import signal
 import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from kscperf import __version__, definitions, plan, results, schedule
 from kscperf.envinfo import cuda_driver_present, git_info, library_versions, machine_info, \
@@ -192,10 +194,12 @@ class Session:
 
     @property
     def lockstep(self) -> bool:
+        """Whether two builds run in lockstep."""
         return len(self.builds) == 2
 
     @property
     def outputs(self) -> list[str | None]:
+        """Each build's results file (None: a check-only run that writes none)."""
         return [b.output for b in self.builds]
 
     def run(self, on_progress: OnProgress | None = None) -> SessionResult:
@@ -216,27 +220,37 @@ class Session:
                 on_progress(progress, labels[build] if self.lockstep else "")
             writer.maybe_write()
 
-        launchers = self._launchers()
-        t0 = time.perf_counter()
-        interrupted = False
-        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+        with _sigterm_interrupts():
+            t0 = time.perf_counter()
+            interrupted = self._run_workers(rounds, on_result, writer)
+            wall_s = time.perf_counter() - t0
+            writer.write(complete=not interrupted)
+        loaded = [] if interrupted else [
+            results.load_results(out) if out else _in_memory(runs, md)
+            for out, runs, md in zip(self.outputs, gathered, self.metadata)]
+        return SessionResult(labels, self.outputs, gathered, loaded, self.selection.problems,
+                             len(rounds), wall_s, interrupted)
+
+    def _run_workers(self, rounds: list[tuple[int, plan.PlannedCell]],
+                     on_result: schedule.OnResult, writer: _PartialWriter) -> bool:
+        """Schedule every worker; whether Ctrl-C (or SIGTERM) stopped them. An OSError
+        writes what was measured and becomes a KscperfError."""
+        launchers: list[Launcher] = []
         try:
+            launchers = self._launchers()
             self._schedule(rounds, launchers, on_result)
         except KeyboardInterrupt:
-            interrupted = True
+            return True
         except OSError as exc:
             writer.write(complete=False)
-            raise KscperfError(f"the run stopped: {exc}; wrote what was measured so far to "
-                               f"{' and '.join(writer.paths)}, marked incomplete.") from None
+            what = "ab" if self.lockstep else "the run"
+            wrote = (f"; wrote what was measured so far to {' and '.join(writer.paths)}, "
+                     "marked incomplete" if writer.paths else "")
+            raise KscperfError(f"{what} stopped: {exc}{wrote}.") from None
         finally:
-            signal.signal(signal.SIGTERM, previous)
             for launcher in launchers:
                 launcher.close()
-        writer.write(complete=not interrupted)
-        loaded = [results.load_results(out) if out else _in_memory(runs, md)
-                  for out, runs, md in zip(self.outputs, gathered, self.metadata)]
-        return SessionResult(labels, self.outputs, gathered, loaded, self.selection.problems,
-                             len(rounds), time.perf_counter() - t0, interrupted)
+        return False
 
     def _launchers(self) -> list[Launcher]:
         uses_compiler = any(split_device(c.tool)[0] not in EAGER_TOOLS
@@ -266,6 +280,21 @@ def _in_memory(runs: list[CellResult], metadata: dict[str, Any]) -> results.Load
 
 def _raise_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """Inside the block SIGTERM raises KeyboardInterrupt, as Ctrl-C does, so that a killed
+    run still writes what it measured. Handlers can only be set in the main thread; in
+    another, SIGTERM keeps its own meaning."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
 class _PartialWriter:
@@ -345,7 +374,8 @@ def _checked_lockstep_builds(builds: Sequence[Build]) -> list[Build]:
     checked = []
     for role, build in zip(("base", "new"), builds):
         python = resolve_python(build.python, f"--{role}-python")
-        checked.append(Build(build.label or role, python, build.env, build.output))
+        label = role if build.label is None else build.label
+        checked.append(Build(label, python, build.env, build.output))
     if checked[0].label == checked[1].label:
         raise KscperfError(f"both builds are labelled {checked[0].label!r}; give --base-build "
                            "and --new-build different labels.")

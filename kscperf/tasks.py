@@ -41,8 +41,6 @@ __all__ = [
     "make_cotangents",
     "to_reference_args",
     "to_device_args",
-    "task_value",
-    "prepare_task",
     "jacobian_elements",
 ]
 
@@ -228,16 +226,3 @@ def task_for(name: str) -> Task:
         return TASK_TABLE[name]
     except KeyError:
         raise ValueError(f"unknown task {name!r}") from None
-
-
-def task_value(task: str, fn: Callable[..., Any], args: tuple[Any, ...], diff: Sequence[int],
-               cotangent_seed: int, who: str) -> list[torch.Tensor]:
-    """The value checked for `task`: outputs, gradient for seeded cotangents, or Jacobian."""
-    return task_for(task).value(fn, args, diff, cotangent_seed, who)
-
-
-def prepare_task(task: str, fn: Callable[..., Any], args: tuple[Any, ...], diff: Sequence[int],
-                 cotangent_seed: int, who: str) -> PreparedTask:
-    """Everything `task` needs before timing (grad flags; for `bwd` the forward graph and the
-    cotangents), built outside timing."""
-    return task_for(task).prepare(fn, args, diff, cotangent_seed, who)

@@ -5,7 +5,7 @@
 * A build in which one tool does 20 % more work, run against the base build with
   `run-benchmarks ab` (the two builds' workers take turns value by value), is called slower
   for exactly that tool's benchmarks, and --fail-on-regression exits 1. Separate runs cannot
-  show this on a shared VM whose CPUs switch speed by 1.5x for seconds at a time (README,
+  show this on a shared VM whose CPUs switch speed by 1.5x for seconds at a time (docs/method.md,
   "Two builds in lockstep"); the lockstep pairs cancel that.
 * The same build against itself in lockstep is called the same everywhere.
 """

@@ -54,7 +54,8 @@ def imported_modules(path: Path) -> set[str]:
     return found
 
 
-DEFINITION_FILES = sorted(BENCH_DEFS.glob("*.py")) + sorted(FIXTURES.rglob("*.py"))
+DEFINITION_FILES = (sorted(BENCH_DEFS.glob("*.py")) + sorted(FIXTURES.rglob("*.py"))
+                    + sorted((BENCH_DEFS.parent / "tools" / "models").glob("*.py")))
 
 
 def test_there_are_definitions_to_check() -> None:

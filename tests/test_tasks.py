@@ -1,6 +1,6 @@
 """Tests of kscperf.tasks: the task table, the checked value of each task against
 hand-computed values on tiny functions, the seeded cotangents, and the timed callables that
-prepare_task builds."""
+a task's prepare builds."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import torch
 
 from kscperf import names, tasks
 from kscperf.tasks import (OutputError, differentiable_indices, flatten_output,
-                           jacobian_elements, make_cotangents, prepare_task, task_value)
+                           jacobian_elements, make_cotangents, task_for)
 
 F64 = torch.float64
 
@@ -44,15 +44,6 @@ def test_what_each_task_checks_and_whether_it_differentiates() -> None:
         "jacobian": ("jacobian", True)}
 
 
-@pytest.mark.parametrize("name", names.TASKS)
-def test_the_table_and_the_functions_agree(name: str) -> None:
-    task = tasks.TASK_TABLE[name]
-    by_table = task.value(two_outputs, (X,), (0,), 5, "two")
-    by_name = task_value(name, two_outputs, (X,), (0,), 5, "two")
-    assert len(by_table) == len(by_name)
-    assert all(torch.equal(a, b) for a, b in zip(by_table, by_name))
-
-
 # -- cotangents ----------------------------------------------------------------------------
 
 def test_cotangents_are_seeded_not_ones_and_identical_across_calls() -> None:
@@ -79,17 +70,17 @@ def test_cotangents_do_not_disturb_the_global_generator() -> None:
     assert torch.equal(torch.randn(3), expected)
 
 
-# -- task_value on x * x -------------------------------------------------------------------
+# -- Task.value on x * x -------------------------------------------------------------------
 
 def test_inference_value_is_the_output_without_a_graph() -> None:
-    (out,) = task_value("inference", square, (X,), (0,), 0, "square")
+    (out,) = task_for("inference").value(square, (X,), (0,), 0, "square")
     assert torch.equal(out, X * X)
     assert not out.requires_grad
     assert not X.requires_grad  # inputs untouched
 
 
 def test_fwd_value_is_the_output() -> None:
-    (out,) = task_value("fwd", square, (X,), (0,), 0, "square")
+    (out,) = task_for("fwd").value(square, (X,), (0,), 0, "square")
     assert torch.equal(out, X * X)
     assert not out.requires_grad  # detached
     assert not X.requires_grad
@@ -97,23 +88,23 @@ def test_fwd_value_is_the_output() -> None:
 
 def test_bwd_value_is_the_gradient_for_the_seeded_cotangent() -> None:
     (v,) = make_cotangents([X], seed=7)
-    (grad,) = task_value("bwd", square, (X,), (0,), 7, "square")
+    (grad,) = task_for("bwd").value(square, (X,), (0,), 7, "square")
     assert torch.allclose(grad, 2 * X * v, rtol=0, atol=1e-15)
     assert not torch.allclose(grad, 2 * X)  # what an all-ones cotangent would give
-    (again,) = task_value("bwd", square, (X,), (0,), 7, "square")
+    (again,) = task_for("bwd").value(square, (X,), (0,), 7, "square")
     assert torch.equal(grad, again)
 
 
 def test_bwd_cotangent_follows_the_output_dtype() -> None:
     x32 = X.to(torch.float32)
     (v,) = make_cotangents([x32], seed=3)
-    (grad,) = task_value("bwd", square, (x32,), (0,), 3, "square")
+    (grad,) = task_for("bwd").value(square, (x32,), (0,), 3, "square")
     assert grad.dtype == torch.float32
     assert torch.allclose(grad, (2 * X * v).float())
 
 
 def test_jacobian_value_is_diag_2x() -> None:
-    (jac,) = task_value("jacobian", square, (X,), (0,), 0, "square")
+    (jac,) = task_for("jacobian").value(square, (X,), (0,), 0, "square")
     assert torch.equal(jac, torch.diag(2 * X))
 
 
@@ -124,10 +115,10 @@ def test_multiple_arguments_all_differentiated() -> None:
     diff = differentiable_indices(args, None)
     assert diff == (0, 1)
     (v,) = make_cotangents([X], seed=11)
-    gx, gy = task_value("bwd", product, args, diff, 11, "product")
+    gx, gy = task_for("bwd").value(product, args, diff, 11, "product")
     assert torch.allclose(gx, 3.0 * Y * v)
     assert torch.allclose(gy, 3.0 * X * v)
-    jx, jy = task_value("jacobian", product, args, diff, 0, "product")
+    jx, jy = task_for("jacobian").value(product, args, diff, 0, "product")
     assert torch.equal(jx, torch.diag(3.0 * Y))
     assert torch.equal(jy, torch.diag(3.0 * X))
 
@@ -135,20 +126,20 @@ def test_multiple_arguments_all_differentiated() -> None:
 def test_declared_diff_args_restrict_what_is_differentiated() -> None:
     args = (X, Y, 3.0)
     (v,) = make_cotangents([X], seed=11)
-    (gy,) = task_value("bwd", product, args, (1,), 11, "product")
+    (gy,) = task_for("bwd").value(product, args, (1,), 11, "product")
     assert torch.allclose(gy, 3.0 * X * v)
-    (jy,) = task_value("jacobian", product, args, (1,), 0, "product")
+    (jy,) = task_for("jacobian").value(product, args, (1,), 0, "product")
     assert torch.equal(jy, torch.diag(3.0 * X))
 
 
 def test_multiple_outputs_get_one_cotangent_each() -> None:
     v0, v1 = make_cotangents([X, torch.zeros(1)], seed=2)
-    (grad,) = task_value("bwd", two_outputs, (X,), (0,), 2, "two")
+    (grad,) = task_for("bwd").value(two_outputs, (X,), (0,), 2, "two")
     assert torch.allclose(grad, 2 * X * v0 + v1)
-    j0, j1 = task_value("jacobian", two_outputs, (X,), (0,), 0, "two")
+    j0, j1 = task_for("jacobian").value(two_outputs, (X,), (0,), 0, "two")
     assert torch.equal(j0, torch.diag(2 * X))
     assert torch.equal(j1, torch.ones(1, 4, dtype=F64))
-    outs = task_value("fwd", two_outputs, (X,), (0,), 0, "two")
+    outs = task_for("fwd").value(two_outputs, (X,), (0,), 0, "two")
     assert [o.shape for o in outs] == [torch.Size([4]), torch.Size([1])]
 
 
@@ -157,7 +148,7 @@ def test_unused_input_has_a_zero_gradient() -> None:
         return 2 * x
 
     (v,) = make_cotangents([X], seed=4)
-    gx, gy = task_value("bwd", first, (X, Y), (0, 1), 4, "first")
+    gx, gy = task_for("bwd").value(first, (X, Y), (0, 1), 4, "first")
     assert torch.allclose(gx, 2 * v)
     assert torch.equal(gy, torch.zeros(4, dtype=F64))
 
@@ -200,16 +191,12 @@ def test_to_reference_and_device_args_copy() -> None:
 def test_unknown_task() -> None:
     with pytest.raises(ValueError, match="unknown task 'grad'"):
         tasks.task_for("grad")
-    with pytest.raises(ValueError, match="unknown task 'grad'"):
-        task_value("grad", square, (X,), (0,), 0, "square")
-    with pytest.raises(ValueError, match="unknown task 'grad'"):
-        prepare_task("grad", square, (X,), (0,), 0, "square")
 
 
-# -- prepare_task: what is timed -----------------------------------------------------------
+# -- Task.prepare: what is timed -----------------------------------------------------------
 
 def test_prepared_inference_runs_in_inference_mode() -> None:
-    prepared = prepare_task("inference", square, (X,), (0,), 0, "square")
+    prepared = task_for("inference").prepare(square, (X,), (0,), 0, "square")
     with prepared.context():
         assert torch.is_inference_mode_enabled()
         out = prepared.timed()
@@ -217,7 +204,7 @@ def test_prepared_inference_runs_in_inference_mode() -> None:
 
 
 def test_prepared_fwd_builds_the_graph_each_call() -> None:
-    prepared = prepare_task("fwd", square, (X,), (0,), 0, "square")
+    prepared = task_for("fwd").prepare(square, (X,), (0,), 0, "square")
     with prepared.context():
         out = prepared.timed()
     assert out.requires_grad and out.grad_fn is not None
@@ -231,7 +218,7 @@ def test_prepared_bwd_repeats_the_same_vjp_without_rerunning_the_forward() -> No
         calls.append(1)
         return x * x
 
-    prepared = prepare_task("bwd", counted, (X,), (0,), 9, "counted")
+    prepared = task_for("bwd").prepare(counted, (X,), (0,), 9, "counted")
     assert len(calls) == 1  # the graph is built in prep, outside timing
     (v,) = make_cotangents([X], seed=9)
     with prepared.context():
@@ -240,23 +227,23 @@ def test_prepared_bwd_repeats_the_same_vjp_without_rerunning_the_forward() -> No
     assert len(calls) == 1
     assert torch.allclose(first, 2 * X * v)
     assert torch.equal(first, second)
-    (checked,) = task_value("bwd", square, (X,), (0,), 9, "square")
+    (checked,) = task_for("bwd").value(square, (X,), (0,), 9, "square")
     assert torch.equal(first, checked)  # what is timed is what is checked
 
 
 @pytest.mark.parametrize("name", names.TASKS)
 def test_what_is_timed_is_what_is_checked(name: str) -> None:
     args = (X, Y, 3.0)
-    prepared = prepare_task(name, product, args, (0, 1), 6, "product")
+    prepared = task_for(name).prepare(product, args, (0, 1), 6, "product")
     with prepared.context():
         timed = flatten_output(prepared.timed(), "product")
-    checked = task_value(name, product, args, (0, 1), 6, "product")
+    checked = task_for(name).value(product, args, (0, 1), 6, "product")
     assert len(timed) == len(checked) > 0
     assert all(torch.equal(t, c) for t, c in zip(timed, checked))
 
 
 def test_prepared_jacobian_matches_the_checked_value() -> None:
-    prepared = prepare_task("jacobian", square, (X,), (0,), 0, "square")
+    prepared = task_for("jacobian").prepare(square, (X,), (0,), 0, "square")
     with prepared.context():
         (jac,) = prepared.timed()
     assert torch.equal(jac, torch.diag(2 * X))

@@ -5,42 +5,34 @@ are kept. Real FIFOs, real threads and real worker processes."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
-from kscperf.lockstep import PARTNER_ENDED, TURN, Turns
+from kscperf.lockstep import TurnPipes, Turns
 
 WORK = Path(__file__).parent / "fixtures" / "work" / "work.py"
 
 
-def _fifos(tmp_path: Path) -> tuple[tuple[str, str], list[int]]:
-    paths = (str(tmp_path / "turn0"), str(tmp_path / "turn1"))
-    for p in paths:
-        os.mkfifo(p)
-    return paths, [os.open(p, os.O_RDWR) for p in paths]
-
-
 def test_two_sides_alternate_one_timed_value_each(tmp_path: Path) -> None:
-    paths, fds = _fifos(tmp_path)
+    pipes = TurnPipes(str(tmp_path / "pair"))
     events: list[tuple[int, float, float]] = []
     unpaired: dict[int, int] = {}
 
     def run(side: int) -> None:
-        turns = Turns(paths[side], paths[1 - side], wait_s=30)
+        turns = Turns(*pipes.worker_turns(side), wait_s=30)
         turns.take()
         for _ in range(8):  # what measure_values does with after_value, with a fake value
             t0 = time.perf_counter()
             time.sleep(0.003)
             events.append((side, t0, time.perf_counter()))
             turns.after_value()
-        os.write(fds[1 - side], PARTNER_ENDED)  # what the orchestrator does when one ends
+        pipes.partner_ended(side)  # what the scheduler does when a worker ends
         unpaired[side] = turns.unpaired_values
 
-    os.write(fds[1], TURN)  # side 1 starts
+    pipes.give_turn(1)  # side 1 starts
     threads = [threading.Thread(target=run, args=(s,)) for s in (0, 1)]
     for t in threads:
         t.start()
@@ -50,27 +42,30 @@ def test_two_sides_alternate_one_timed_value_each(tmp_path: Path) -> None:
     assert [side for side, _, _ in ordered] == [1, 0] * 8
     assert all(a[2] <= b[1] for a, b in zip(ordered, ordered[1:])), "timed values overlapped"
     assert unpaired == {0: 0, 1: 0}
+    pipes.close()
 
 
 def test_a_partner_that_keeps_the_turn_is_left_after_the_wait(tmp_path: Path) -> None:
-    paths, _ = _fifos(tmp_path)
-    turns = Turns(paths[0], paths[1], wait_s=0.2)
+    pipes = TurnPipes(str(tmp_path / "pair"))
+    turns = Turns(*pipes.worker_turns(0), wait_s=0.2)
     t0 = time.perf_counter()
     turns.take()  # nobody ever hands the turn over
     assert turns.alone and 0.15 < time.perf_counter() - t0 < 5
     turns.after_value()
     turns.after_value()
     assert turns.unpaired_values == 2
+    pipes.close()
 
 
 def test_an_ended_partner_lets_the_other_go_on_alone(tmp_path: Path) -> None:
-    paths, fds = _fifos(tmp_path)
-    os.write(fds[0], PARTNER_ENDED)
-    turns = Turns(paths[0], paths[1], wait_s=None)
+    pipes = TurnPipes(str(tmp_path / "pair"))
+    pipes.partner_ended(1)  # side 1's worker ended: side 0 is told
+    turns = Turns(*pipes.worker_turns(0), wait_s=None)
     t0 = time.perf_counter()
     turns.take()
     turns.after_value()
     assert turns.alone and turns.unpaired_values == 1 and time.perf_counter() - t0 < 5
+    pipes.close()
 
 
 def _ab(tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str], dict, dict]:
