@@ -106,9 +106,11 @@ def write_report(builds: Sequence[ResultsLike], output: str, *, force: bool = Fa
     return output
 
 
-def merge_shards(paths: Sequence[str], output: str) -> str:
-    """Merge the shard files of one build into `output`, which must not exist yet; return
-    its path."""
+def merge_shards(paths: Sequence[str], output: str, *, allow_partial: bool = False) -> str:
+    """Merge the shard files of one build into `output`, which must not exist yet, and
+    return its path. Files of different builds, machine classes, torch versions, profiles
+    or plans, overlapping shards and a missing shard (unless `allow_partial`) raise
+    KscperfError and write nothing."""
     _results.check_writable(output, replace=False)
-    _results.merge_results(list(paths), output)
+    _results.merge_results(list(paths), output, allow_partial=allow_partial)
     return output

@@ -74,7 +74,11 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tasks", help="comma list of tasks: inference,fwd,bwd,jacobian")
     p.add_argument("--tool-plugin", action="append", default=[], metavar="[NAME=]MODULE:OBJ",
                    help="register a third-party compiler tool (repeatable)")
-    p.add_argument("--shard", metavar="I/N", help="only shard I of N of the cells (1-based)")
+    p.add_argument("--shard", metavar="I/N",
+                   help="only shard I of N of the cells (1-based), split evenly by expected cost")
+    p.add_argument("--balance", metavar="FILE",
+                   help="with --shard: take each cell's expected cost from this earlier "
+                        "results file (default: an estimate by tool)")
 
 
 def _add_execution(p: argparse.ArgumentParser) -> None:
@@ -188,13 +192,15 @@ def build_parser() -> argparse.ArgumentParser:
     mrg = sub.add_parser("merge", help="merge shard results of one build into one file")
     mrg.add_argument("files", nargs="+", metavar="FILE")
     mrg.add_argument("-o", "--output", required=True, metavar="FILE")
+    mrg.add_argument("--allow-partial", action="store_true",
+                     help="merge even with shards missing; the result is marked incomplete")
     return parser
 
 
 # argparse destination -> RunConfig field, for the options a subcommand has.
 _CONFIG_FIELDS = {
     "paths": "paths", "patterns": "patterns", "tools": "tools", "tasks": "tasks",
-    "tool_plugin": "tool_plugins", "shard": "shard", "profile": "profile",
+    "tool_plugin": "tool_plugins", "shard": "shard", "balance": "balance", "profile": "profile",
     "processes": "processes", "values": "values", "warmups": "warmups", "min_time": "min_time",
     "compile_cache": "compile_cache", "timeout": "timeout_s", "seed": "seed",
     "isolation": "isolation", "jacobian_max_elements": "jacobian_max_elements",
@@ -377,7 +383,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     """`merge`: one build's shard files joined into one results file."""
     from kscperf import api
 
-    print(f"wrote {api.merge_shards(args.files, args.output)}")
+    print(f"wrote {api.merge_shards(args.files, args.output, allow_partial=args.allow_partial)}")
     return 0
 
 

@@ -6,16 +6,19 @@ Planning never imports torch or a definition module: models come from `definitio
 
 from __future__ import annotations
 
-import zlib
+import hashlib
 from dataclasses import dataclass
+from typing import Iterable, Mapping
 
 from kscperf.definitions import ModelDef
 from kscperf.errors import KscperfError
 from kscperf.names import TASKS, cell_name
-from kscperf.tools import BUILTIN_TOOLS, CUDA_SUFFIX, split_device
+from kscperf.spec import CellResult
+from kscperf.tools import BUILTIN_TOOLS, CUDA_SUFFIX, EAGER_TOOLS, split_device
 
 __all__ = ["PlannedCell", "all_tool_names", "resolve_tools", "resolve_tasks", "plan_cells",
-           "parse_shard", "shard_cells", "plan_rounds"]
+           "parse_shard", "static_cost_s", "measured_costs_s", "expected_costs_s",
+           "assign_shards", "shard_cells", "plan_fingerprint", "plan_rounds"]
 
 
 @dataclass(frozen=True)
@@ -101,10 +104,84 @@ def parse_shard(text: str) -> tuple[int, int]:
     return i, n
 
 
-def shard_cells(cells: list[PlannedCell], index: int, count: int) -> list[PlannedCell]:
-    """The cells of shard `index` of `count`, chosen by a stable hash of the cell's name, so
-    that identical machines running different shards never overlap or miss a cell."""
-    return [c for c in cells if zlib.crc32(c.name.encode()) % count == index - 1]
+# Seconds one worker process of a cell is expected to take when no earlier results file
+# says, by tool: the shipped suite at --fast with a warm compiler cache on a 2-core VM
+# (2026-11-30) took 0.2-0.6 s per eager or TorchScript worker and 1.3-11 s per
+# torch.compile worker. A plug-in is taken to be a compiler.
+_EAGER_COST_S = 0.5
+_COMPILER_COST_S = 4.0
+
+
+def static_cost_s(cell: PlannedCell) -> float:
+    """A cell's expected seconds per worker process without measurements: nothing for a
+    cell the plan skips, a compiler's cost for compiled tools and plug-ins, else an eager
+    tool's."""
+    if cell.skip_reason:
+        return 0.0
+    return _EAGER_COST_S if split_device(cell.tool)[0] in EAGER_TOOLS else _COMPILER_COST_S
+
+
+def measured_costs_s(runs: Iterable[CellResult]) -> dict[str, float]:
+    """Each cell's mean wall seconds per worker process in an earlier build's raw worker
+    results (what --balance reads): large configs and slow compilers weigh what they took."""
+    walls: dict[str, list[float]] = {}
+    for r in runs:
+        if r.wall_s is not None:
+            walls.setdefault(r.name, []).append(r.wall_s)
+    return {name: sum(w) / len(w) for name, w in walls.items()}
+
+
+def expected_costs_s(cells: list[PlannedCell],
+                     measured: Mapping[str, float] | None = None) -> list[float]:
+    """Each cell's expected seconds per worker process: measured where `measured` has the
+    cell, else the median measured cost of cells of the same tool, else `static_cost_s`."""
+    measured = measured or {}
+    by_tool: dict[str, list[float]] = {}
+    for c in cells:
+        if c.name in measured and not c.skip_reason:
+            by_tool.setdefault(c.tool, []).append(measured[c.name])
+    costs = []
+    for c in cells:
+        if c.skip_reason:
+            costs.append(0.0)
+        elif c.name in measured:
+            costs.append(measured[c.name])
+        elif by_tool.get(c.tool):
+            costs.append(sorted(by_tool[c.tool])[len(by_tool[c.tool]) // 2])
+        else:
+            costs.append(static_cost_s(c))
+    return costs
+
+
+def assign_shards(cells: list[PlannedCell], count: int, costs: list[float]) -> list[int]:
+    """The shard (0-based) of each cell: the costliest cell first, each to the shard with
+    the least cost so far (then the fewest cells, then the lowest index), so that every cell
+    is in exactly one shard and the shards' expected costs are close. Deterministic: identical machines
+    given the same plan and costs agree on every cell."""
+    loads = [0.0] * count
+    sizes = [0] * count
+    owner = [0] * len(cells)
+    for i in sorted(range(len(cells)), key=lambda i: (-costs[i], cells[i].name)):
+        # Cells that cost nothing (skipped by the plan) are dealt out one by one.
+        owner[i] = min(range(count), key=lambda k: (loads[k], sizes[k], k))
+        loads[owner[i]] += costs[i]
+        sizes[owner[i]] += 1
+    return owner
+
+
+def shard_cells(cells: list[PlannedCell], index: int, count: int,
+                costs: list[float] | None = None) -> list[PlannedCell]:
+    """The cells of shard `index` (1-based) of `count`, in plan order, split by expected
+    cost (`costs`, one per cell; default `expected_costs_s(cells)`)."""
+    owner = assign_shards(cells, count, costs if costs is not None else expected_costs_s(cells))
+    return [c for c, k in zip(cells, owner) if k == index - 1]
+
+
+def plan_fingerprint(cells: list[PlannedCell], costs: list[float]) -> str:
+    """A short hash of the whole plan and its costs: the shards of one plan share it, so a
+    merge can tell shards of different plans (other paths, tools, --balance files) apart."""
+    text = "\n".join(f"{c.name} {c.skip_reason or ''} {cost!r}" for c, cost in zip(cells, costs))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def plan_rounds(cells: list[PlannedCell], processes: int) -> list[tuple[int, PlannedCell]]:

@@ -336,10 +336,16 @@ def _time_figure(model: str, tools: list[str], rows: list[BuildRow], key: str) -
                     y.append(view.median_s)
                     low.append(max(view.median_s - view.spread_s, view.median_s * 0.01))
                     high.append(view.median_s + view.spread_s)
-            series.append(plots.Series(tool, xs, y, low, high, colour_index=t_index))
-        panels.append(plots.Panel(task, series, x_label="elements" if by_size else "config",
+            series.append(plots.Series(formatting.safe_text(tool), xs, y, low, high,
+                                       colour_index=t_index))
+        panels.append(plots.Panel(formatting.safe_text(task), series,
+                                  x_label="elements" if by_size else "config",
                                   y_label="seconds per call", x_log=by_size,
-                                  x_tick_labels=() if by_size else configs))
+                                  x_tick_labels=() if by_size else [
+                                      formatting.safe_text(c) for c in configs]))
+    # Names reach matplotlib through safe_text too: a control character in a label would
+    # land raw in the SVG (and in matplotlib's missing-glyph warning on the terminal).
+    model = formatting.safe_text(model)
     title = f"{model}: time against config size (median, band: ± MAD; correct cells only)"
     return Figure(f"{model}: time against config size",
                   _safe_svg(plots.plot_time_vs_size(title, panels, key=key)))
@@ -357,7 +363,9 @@ def _speedup_figure(model: str, tools: list[str], rows: list[BuildRow], key: str
         for tool in others:
             speedups = [r.cells[tool].speedup for r in rows
                         if r.task == task and tool in r.cells]
-            bars.append(plots.Bar(task, tool, stats.geometric_mean(speedups)))
+            bars.append(plots.Bar(formatting.safe_text(task), formatting.safe_text(tool),
+                                  stats.geometric_mean(speedups)))
+    model = formatting.safe_text(model)
     title = f"{model}: speedup over {REFERENCE_TOOL} (geometric mean over correct configs)"
     return Figure(f"{model}: speedup over {REFERENCE_TOOL}",
                   _safe_svg(plots.plot_speedups(title, bars, key=key,
@@ -413,9 +421,10 @@ def _ratio_figures(comparison: Comparison) -> list[Figure]:
     for i, (model, rows) in enumerate(sorted(models.items())):
         rows = sorted(rows, key=lambda r: (r.tool, r.task, r.config))
         points = [plots.RatioPoint(
-            f"{r.tool}/{r.task}/{r.config}" if r.model else r.name, r.ratio, r.ratio_low,
-            r.ratio_high, _VERDICT_TONE.get(_VERDICT_CLASS[r.verdict], "same")) for r in rows]
-        label = model or "benchmarks"
+            formatting.safe_text(f"{r.tool}/{r.task}/{r.config}" if r.model else r.name),
+            r.ratio, r.ratio_low, r.ratio_high,
+            _VERDICT_TONE.get(_VERDICT_CLASS[r.verdict], "same")) for r in rows]
+        label = formatting.safe_text(model or "benchmarks")
         title = (f"{label}: run time NEW/BASE with "
                  f"{formatting.format_confidence(comparison.alpha)} intervals")
         figures.append(Figure(f"{label}: NEW/BASE", _safe_svg(plots.plot_ratios(
@@ -507,13 +516,14 @@ def _history_section(results: Sequence[LoadedResults], comparison: Comparison
                 label = name
             else:
                 label = f"{p.tool}/{p.config}" if highlighted else p.tool
-            series.append(plots.Series(label, list(range(len(results))),
+            series.append(plots.Series(formatting.safe_text(label), list(range(len(results))),
                                        _relative_medians(name, results, per_build),
                                        highlight=highlighted, colour_index=tools.index(p.tool)))
-        group_label = f"{model} / {task}" if model else "benchmarks"
+        group_label = formatting.safe_text(f"{model} / {task}" if model else "benchmarks")
         title = f"{group_label}: median time relative to its first build"
         figures.append(Figure(group_label, _safe_svg(plots.plot_history(
-            title, builds, series, key=f"history{i}", y_label="time / first build"))))
+            title, [formatting.safe_text(b) for b in builds], series, key=f"history{i}",
+            y_label="time / first build"))))
     return HistorySection([formatting.safe_text(b) for b in builds],
                           formatting.safe_text(comparison.base.build),
                           formatting.safe_text(comparison.new.build), figures)

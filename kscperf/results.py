@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
 from kscperf.errors import STATUS_SEVERITY, CellStatus, KscperfError
-from kscperf.names import benchmark_name, compile_name, prep_name
+from kscperf.names import benchmark_name, cell_name, compile_name, prep_name
 from kscperf.spec import CellResult, CheckResult, ConfigResult
 
 __all__ = [
@@ -350,6 +350,38 @@ def write_results(path: str, runs: list[CellResult], metadata: dict[str, Any],
                       "results")
 
 
+# A results file nests eight levels deep (kscperf.runs[].configs[].warmups[]); one nested
+# far deeper is hostile. Nesting near Python's recursion limit crashes whatever walks the
+# document next (repr, Jinja, comparisons of metadata), so it is refused as it is read.
+_MAX_NESTING = 64
+# A number too large for a float is no time: the statistics would overflow on it.
+_LARGEST_FLOAT = math.nextafter(math.inf, 0.0)
+
+
+def _shown(value: Any) -> str:
+    """`value` as its repr, cut short: a hostile file may hold a name of megabytes."""
+    text = repr(value)
+    return text if len(text) <= 200 else text[:180] + "...(cut)"
+
+
+def _too_deep(path: str) -> KscperfError:
+    return KscperfError(f"{path} nests lists or objects more than {_MAX_NESTING} levels "
+                        "deep; it is not a results file.")
+
+
+def _nests_too_deep(doc: Any) -> bool:
+    """Whether `doc` holds lists or objects more than _MAX_NESTING levels deep. Walks one
+    level at a time, so no depth can exhaust the stack."""
+    level: list[Any] = [doc]
+    for _ in range(_MAX_NESTING):
+        level = [child for node in level
+                 for child in (node.values() if isinstance(node, dict) else node)
+                 if isinstance(child, (dict, list))]
+        if not level:
+            return False
+    return True
+
+
 def _read_json(path: str) -> dict[str, Any]:
     try:
         with open(path, "rb") as fp:
@@ -364,6 +396,8 @@ def _read_json(path: str) -> dict[str, Any]:
         raise KscperfError(f"{path} is empty; it is not a results file.")
     try:
         doc = json.loads(raw)
+    except RecursionError:
+        raise _too_deep(path) from None
     except UnicodeDecodeError:
         raise KscperfError(f"{path} is not a results file (not UTF-8 JSON).") from None
     except json.JSONDecodeError as exc:
@@ -375,39 +409,177 @@ def _read_json(path: str) -> dict[str, Any]:
         hint = " (the file looks truncated)" if truncated else ""
         raise KscperfError(
             f"{path} is not valid JSON{hint}: {exc.msg} at line {exc.lineno}.") from None
+    except ValueError:
+        # json.loads raises a plain ValueError for an integer of more digits than CPython
+        # converts (sys.get_int_max_str_digits(), 4300 by default).
+        raise KscperfError(f"{path} is not a results file: it holds an integer of thousands "
+                           "of digits.") from None
     if not isinstance(doc, dict) or "benchmarks" not in doc or "version" not in doc:
         raise KscperfError(f"{path} is JSON but not a pyperf or kscperf results file.")
+    if _nests_too_deep(doc):
+        raise _too_deep(path)
     return doc
+
+
+def _bad_time(path: str, name: str, where: str, value: Any, rule: str,
+              of: str = "benchmark") -> KscperfError:
+    return KscperfError(f"{path} is not a valid results file: {of} {_shown(name)} has "
+                        f"{_shown(value)} in {where}, and a time must be {rule}.")
+
+
+# pyperf's file format versions whose runs hold their timings under "values" (pyperf 0.9.6
+# and later write 6 or "1.0"; version 5 was pyperf 0.8's).
+_PYPERF_VERSIONS = ("1.0", 6)
+
+
+def _not_pyperf(path: str, what: str) -> KscperfError:
+    return KscperfError(f"{path} is not a valid pyperf results file: {what}.")
+
+
+def _pyperf_label(index: int | None) -> str:
+    return "the suite" if index is None else f"benchmark number {index + 1}"
+
+
+def _pyperf_metadata(path: str, holder: dict[str, Any], index: int | None) -> dict[str, Any]:
+    """The metadata object of the suite (`index` None), a benchmark or a run."""
+    metadata = holder.get("metadata")
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, dict):
+        raise _not_pyperf(path, f"{_pyperf_label(index)} has metadata {_shown(metadata)}, "
+                          "not an object")
+    return metadata
+
+
+def _pyperf_benchmark(path: str, index: int, bench: Any,
+                      suite_name: Any) -> tuple[str, list[list[float]]]:
+    """The name and the values of each run of benchmark `index` of a pyperf document, by
+    pyperf's rules: the name comes from the first run's metadata (over the benchmark's and
+    the suite's) and is the same in every run, and a value is a finite number of seconds
+    above zero (pyperf itself lets infinity through, which no comparison survives)."""
+    runs = bench.get("runs") if isinstance(bench, dict) else None
+    if not isinstance(runs, list) or not runs:
+        raise _not_pyperf(path, f"{_pyperf_label(index)} has no list of runs")
+    bench_name = _pyperf_metadata(path, bench, index).get("name", suite_name)
+    name: Any = None
+    per_run: list[list[float]] = []
+    for run in runs:
+        if not isinstance(run, dict):
+            raise _not_pyperf(path, f"{_pyperf_label(index)} has a run that is not an object")
+        run_name = _pyperf_metadata(path, run, index).get("name", bench_name)
+        if run_name != name:
+            if name is not None:
+                raise _not_pyperf(path, f"benchmark {_shown(name)} has a run named "
+                                  f"{_shown(run_name)}")
+            if not isinstance(run_name, str) or not run_name:
+                raise _not_pyperf(path, f"{_pyperf_label(index)} has no name")
+            name = run_name
+        values = run.get("values", [])
+        if not isinstance(values, list):
+            raise _not_pyperf(path, f"benchmark {_shown(name)} has run values that are not "
+                              "a list")
+        for value in values:
+            if type(value) not in (int, float) or not 0 < value <= _LARGEST_FLOAT:
+                raise _bad_time(path, name, "its pyperf values", value, "finite and above zero")
+        if values:
+            per_run.append([float(v) for v in values])
+    return name, per_run
 
 
 def _pyperf_values(path: str, doc: dict[str, Any]) -> tuple[dict[str, list[float]],
                                                            dict[str, list[list[float]]],
                                                            dict[str, Any]]:
-    if not doc["benchmarks"]:
-        return {}, {}, {}
-    import pyperf
+    """The values of every pyperf benchmark of `doc`, pooled and per run, and the suite's
+    metadata (pyperf writes there what all benchmarks share).
 
-    pyperf_doc = {k: v for k, v in doc.items() if k != "kscperf"}
-    try:
-        suite = pyperf.BenchmarkSuite.loads(json.dumps(pyperf_doc))
-    except Exception as exc:  # pyperf raises ValueError, KeyError, TypeError...
-        raise KscperfError(f"{path} is not a valid pyperf results file: {exc}.") from None
+    Read here rather than by `pyperf.BenchmarkSuite.loads`, which compares each benchmark's
+    name with every earlier one: a 30 MB file of many small benchmarks took it hours."""
+    benchmarks = doc["benchmarks"]
+    if not benchmarks:
+        return {}, {}, {}
+    if doc["version"] not in _PYPERF_VERSIONS:
+        raise _not_pyperf(path, f"its format version {_shown(doc['version'])} is not one of "
+                          f"{', '.join(map(repr, _PYPERF_VERSIONS))}")
+    if not isinstance(benchmarks, list):
+        raise _not_pyperf(path, "its benchmarks are not a list")
+    metadata = _pyperf_metadata(path, doc, None)
+    for key, value in metadata.items():
+        if not isinstance(value, (str, int, float)):
+            raise _not_pyperf(path, f"the suite has metadata {_shown(key)} of "
+                              f"{_shown(value)}, not a string or a number")
     values: dict[str, list[float]] = {}
     runs_values: dict[str, list[list[float]]] = {}
-    for bench in suite.get_benchmarks():
-        name = bench.get_name()
-        per_run = [list(run.values) for run in bench.get_runs() if run.values]
+    for index, bench in enumerate(benchmarks):
+        name, per_run = _pyperf_benchmark(path, index, bench, metadata.get("name"))
+        if name in runs_values:
+            raise _not_pyperf(path, f"benchmark {_shown(name)} appears twice")
         runs_values[name] = per_run
         values[name] = [v for vs in per_run for v in vs]
-    metadata = suite.get_metadata() if hasattr(suite, "get_metadata") else {}
     return values, runs_values, dict(metadata)
+
+
+def _check_kscperf_times(path: str, name: str, where: str, values: Iterable[float | None],
+                         of: str = "benchmark") -> None:
+    # Zero is allowed here, unlike in pyperf's values: the worker records a compile time of
+    # zero (warm cache), and the writer leaves values <= 0 out of the pyperf benchmarks.
+    for value in values:
+        if value is not None and (type(value) not in (int, float)
+                                  or not 0 <= value <= _LARGEST_FLOAT):
+            raise _bad_time(path, name, f"kscperf {where}", value,
+                            "a finite number of seconds, zero or more", of)
+
+
+def _check_kscperf_types(path: str, cell: str, fields: dict[str, Any],
+                         kinds: type | tuple[type, ...]) -> None:
+    for what, value in fields.items():
+        if not isinstance(value, kinds) or isinstance(value, bool) or (
+                isinstance(value, int) and value < 0):
+            raise KscperfError(f"{path} has a malformed 'kscperf' section: cell "
+                               f"{_shown(cell)} has {what} {_shown(value)}.")
+
+
+def _check_kscperf_runs(path: str, runs: list[CellResult], cells: list[CellSummary]) -> None:
+    """KscperfError naming the cell or benchmark for a worker result or cell summary whose
+    names are not strings, whose counts are not whole numbers, or whose times are not
+    finite numbers of seconds, zero or more: the readers would crash on them or compare
+    them silently wrong."""
+    for r in runs:
+        cell = cell_name(str(r.model), str(r.tool), str(r.task))
+        _check_kscperf_types(path, cell, {"model": r.model, "tool": r.tool, "task": r.task,
+                                          "reason": r.reason, "phase": r.phase}, str)
+        _check_kscperf_types(path, cell, {"process_index": r.process_index}, int)
+        _check_kscperf_times(path, compile_name(r.model, r.tool, r.task), "compile_s",
+                             (r.compile_s,))
+        _check_kscperf_times(path, cell, "import_s", (r.import_s,), of="cell")
+        _check_kscperf_times(path, cell, "wall_s", (r.wall_s,), of="cell")
+        for c in r.configs:
+            _check_kscperf_types(path, cell, {"config": c.config, "reason": c.reason,
+                                              "phase": c.phase, "date": c.date}, str)
+            _check_kscperf_types(path, cell, {"loops": c.loops}, int)
+            _check_kscperf_types(path, cell, {
+                "peak_rss_bytes": c.peak_rss_bytes, "peak_cuda_bytes": c.peak_cuda_bytes,
+                "numel": c.numel}, (int, type(None)))
+            name = benchmark_name(r.model, r.tool, r.task, c.config)
+            _check_kscperf_times(path, name, "values", c.values)
+            _check_kscperf_times(path, name, "warmups", (v for _, v in c.warmups))
+            _check_kscperf_times(path, name, "cuda_event_values", c.cuda_event_values)
+            _check_kscperf_times(path, name, "duration_s", (c.duration_s,))
+            _check_kscperf_times(path, prep_name(r.model, r.tool, r.task, c.config),
+                                 "prep_s", (c.prep_s,))
+    for s in cells:
+        _check_kscperf_times(path, compile_name(s.model, s.tool, s.task), "cells' compile_s",
+                             s.compile_s)
+        _check_kscperf_times(path, prep_name(s.model, s.tool, s.task, s.config or "*"),
+                             "cells' prep_s", s.prep_s)
 
 
 def load_results(path: str) -> LoadedResults:
     """Load and validate a results file written by kscperf or by pyperf.
 
     Never executes anything from the file. Raises KscperfError with one line for a file that
-    is missing, empty, not JSON, truncated, not pyperf, or from a newer kscperf format.
+    is missing, empty, not JSON, truncated, nested absurdly deep, not pyperf, from a newer
+    kscperf format, or holding a time that is negative, not finite, or (in pyperf's values)
+    zero; the line names the file and, for a bad time, the benchmark.
     """
     doc = _read_json(path)
     ksc = doc.get("kscperf")
@@ -426,10 +598,14 @@ def load_results(path: str) -> LoadedResults:
     try:
         runs = [CellResult.from_dict(r) for r in ksc.get("runs", [])]
         cells = [CellSummary.from_dict(c) for c in ksc.get("cells", [])]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise KscperfError(f"{path} has a malformed 'kscperf' section: {exc!r}.") from None
+        ksc_metadata = ksc.get("metadata") or {}
+        if not isinstance(ksc_metadata, dict):
+            raise TypeError(f"its metadata should be an object, not {_shown(ksc_metadata)}")
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
+        raise KscperfError(f"{path} has a malformed 'kscperf' section: {_shown(exc)}.") from None
+    _check_kscperf_runs(path, runs, cells)
     metadata = dict(pyperf_metadata)
-    metadata.update(ksc.get("metadata") or {})
+    metadata.update(ksc_metadata)
     return LoadedResults(path=path, metadata=metadata, benchmarks=values,
                          runs_values=runs_values, cells=cells, runs=runs,
                          complete=bool(ksc.get("complete", True)))
@@ -443,20 +619,119 @@ def load_cell_runs_for_resume(path: str) -> tuple[list[CellResult], dict[str, An
     return loaded.runs, loaded.metadata
 
 
-def merge_results(paths: list[str], out: str) -> None:
-    """Merge shard files of one build (same machine class) into one results file."""
-    all_runs: list[CellResult] = []
-    metadata: dict[str, Any] = {}
-    complete = True
+# What every shard of one build must share: the build, the machine class (not the host:
+# shards run on identical machines), the torch build and the profile.
+_MERGE_KEYS = (("build", "build"), ("cpu_model_name", "CPU"), ("cpu_count", "CPU count"),
+               ("gpu_name", "GPU"), ("torch_version", "torch version"),
+               ("cuda_version", "CUDA version"), ("profile", "profile"),
+               ("processes", "processes"), ("values", "values"), ("warmups", "warmups"),
+               ("min_time", "min_time"), ("seed", "seed"))
+# Facts of one shard's file, not of the merged build.
+_SHARD_ONLY_KEYS = ("shard", "shard_expected_s")
+
+
+def _load_shards(paths: list[str]) -> list[LoadedResults]:
+    seen: dict[str, str] = {}
     for p in paths:
-        loaded = load_results(p)
-        if not loaded.has_kscperf:
-            raise KscperfError(f"{p} was not written by kscperf, so it cannot be merged.")
-        if metadata and loaded.metadata.get("build") != metadata.get("build"):
-            raise KscperfError(
-                f"{p} is from build {loaded.metadata.get('build')!r}, not "
-                f"{metadata.get('build')!r}; only shards of one build can be merged.")
-        metadata = metadata or dict(loaded.metadata)
-        complete = complete and loaded.complete
-        all_runs.extend(loaded.runs)
-    write_results(out, all_runs, metadata, complete)
+        real = os.path.realpath(p)
+        if real in seen:
+            raise KscperfError(f"{p} is given twice (as {seen[real]} too); the shards would "
+                               "overlap, so give each shard once.")
+        seen[real] = p
+    loaded = [load_results(p) for p in paths]
+    for lr in loaded:
+        if not lr.has_kscperf:
+            raise KscperfError(f"{lr.path} was not written by kscperf, so it cannot be merged.")
+    return loaded
+
+
+def _check_one_build(shards: list[LoadedResults]) -> None:
+    first = shards[0]
+    for lr in shards[1:]:
+        for key, what in _MERGE_KEYS:
+            mine, theirs = lr.metadata.get(key), first.metadata.get(key)
+            if mine != theirs:
+                raise KscperfError(
+                    f"{lr.path} has {what} {mine!r} where {first.path} has {theirs!r}; only "
+                    "shards of one build, machine class, torch version and profile can be "
+                    "merged.")
+
+
+def _check_shard_set(shards: list[LoadedResults], allow_partial: bool) -> dict[str, Any]:
+    """That the files are distinct shards of one plan, all of them unless `allow_partial`;
+    what the merged file records of them."""
+    marks = [lr.metadata.get("shard") for lr in shards]
+    if not any(marks):
+        return {}
+    first = shards[0]
+    by_index: dict[int, LoadedResults] = {}
+    count = _shard_of(first)[1]
+    for lr in shards:
+        if not lr.metadata.get("shard"):
+            raise KscperfError(f"{lr.path} is not a shard but {first.path} is; merge the "
+                               "shards of one sharded run.")
+        index, their_count = _shard_of(lr)
+        if lr.metadata.get("shard_plan") != first.metadata.get("shard_plan") or (
+                their_count != count):
+            raise KscperfError(f"{lr.path} is shard {lr.metadata['shard']} of another plan than "
+                               f"{first.path} (other paths, selection, shard count or "
+                               "--balance file); merge the shards of one plan.")
+        if index in by_index:
+            raise KscperfError(f"{lr.path} and {by_index[index].path} are both shard "
+                               f"{index}/{count}: the shards overlap.")
+        by_index[index] = lr
+    missing = [i for i in range(1, count + 1) if i not in by_index]
+    if missing and not allow_partial:
+        raise KscperfError(f"shard {missing[0]}/{count} is missing (given: "
+                           f"{', '.join(f'{i}/{count}' for i in sorted(by_index))}); pass "
+                           "--allow-partial to merge without it, marked incomplete.")
+    recorded = {"merged_shards": ",".join(map(str, sorted(by_index))) + f"/{count}"}
+    if missing:
+        recorded["missing_shards"] = ",".join(map(str, missing)) + f"/{count}"
+    return recorded
+
+
+def _shard_of(loaded: LoadedResults) -> tuple[int, int]:
+    """(I, N) of a shard's `shard` metadata; KscperfError when it is not I/N."""
+    text = str(loaded.metadata.get("shard"))
+    try:
+        index, count = (int(n) for n in text.split("/"))
+    except ValueError:
+        raise KscperfError(f"{loaded.path} has a malformed shard {text!r}; it should be I/N.") \
+            from None
+    return index, count
+
+
+def _check_disjoint(shards: list[LoadedResults]) -> None:
+    # By process: files holding other processes of one cell add processes, not overlap.
+    owner: dict[tuple[str, int], str] = {}
+    for lr in shards:
+        for key in dict.fromkeys((r.name, r.process_index) for r in lr.runs):
+            if key in owner:
+                raise KscperfError(f"{lr.path} and {owner[key]} both hold process "
+                                   f"{key[1] + 1} of cell {key[0]}: the shards overlap.")
+            owner[key] = lr.path
+
+
+def merge_results(paths: list[str], out: str, allow_partial: bool = False) -> None:
+    """Merge the shard files of one build into `out`: one valid results file whose cells are
+    the union of theirs. KscperfError, before anything is written, for a file given twice,
+    files of different builds, machine classes, torch versions or profiles, shards of
+    different plans, overlapping shards, or a missing shard (unless `allow_partial`: the
+    merged file is then marked incomplete and records which shards are missing)."""
+    if not paths:
+        raise KscperfError("merge needs at least one shard file.")
+    shards = _load_shards(paths)
+    _check_one_build(shards)
+    recorded = _check_shard_set(shards, allow_partial)
+    _check_disjoint(shards)
+    metadata = {k: v for k, v in shards[0].metadata.items() if k not in _SHARD_ONLY_KEYS}
+    metadata.update(recorded)
+    hosts = sorted({str(lr.metadata.get("hostname")) for lr in shards})
+    if len(hosts) > 1:
+        # Identical machines of one class: no one host stands for the build, and compare
+        # then judges the machine class by CPU and GPU alone.
+        del metadata["hostname"]
+        metadata["merged_hostnames"] = ",".join(hosts)
+    complete = all(lr.complete for lr in shards) and "missing_shards" not in recorded
+    write_results(out, [r for lr in shards for r in lr.runs], metadata, complete)

@@ -47,7 +47,9 @@ OnProgress = Callable[[schedule.Progress, str], None]
 @dataclass(frozen=True)
 class RunConfig:
     """Everything one run is asked to do, built once: from argparse by the CLI, from
-    keywords by the Python API. `tools` and `tasks` are comma lists (None: all); `profile`
+    keywords by the Python API. `tools` and `tasks` are comma lists (None: all); `shard` is
+    `I/N`, split by the expected costs of `balance` (an earlier results file) when given;
+    `profile`
     is `fast`, `default` or `rigorous`, and `processes`, `values`, `warmups` and
     `min_time` override it. Invalid choices raise KscperfError when the config is made."""
 
@@ -57,6 +59,7 @@ class RunConfig:
     tasks: str | None = None
     tool_plugins: tuple[str, ...] = ()
     shard: str | None = None
+    balance: str | None = None
     profile: str = "default"
     processes: int | None = None
     values: int | None = None
@@ -117,11 +120,13 @@ class Build:
 
 @dataclass(frozen=True)
 class Selection:
-    """The planned cells, the definition modules that broke the convention, the tools."""
+    """The planned cells, the definition modules that broke the convention, the tools, and
+    for a shard what the results file records of it (empty otherwise)."""
 
     cells: list[plan.PlannedCell]
     problems: list[definitions.DefinitionProblem]
     tool_names: list[str]
+    shard_metadata: dict[str, Any] = field(default_factory=dict)
 
 
 def shipped_bench_defs() -> str:
@@ -146,12 +151,42 @@ def select_cells(config: RunConfig) -> Selection:
     task_names = plan.resolve_tasks(config.tasks)
     cells = plan.plan_cells(models, tool_names, task_names, list(config.patterns),
                             cuda_present=cuda_driver_present())
+    shard_metadata: dict[str, Any] = {}
     if config.shard:
-        cells = plan.shard_cells(cells, *plan.parse_shard(config.shard))
+        cells, shard_metadata = _shard(cells, config)
     if not cells and not problems:
         raise KscperfError("no cell matches: check PATH, -k, --tools and --tasks "
                            "(`run-benchmarks list` shows what there is).")
-    return Selection(cells, problems, tool_names)
+    return Selection(cells, problems, tool_names, shard_metadata)
+
+
+def _shard(cells: list[plan.PlannedCell], config: RunConfig
+           ) -> tuple[list[plan.PlannedCell], dict[str, Any]]:
+    """The cells of `config.shard`, split by expected cost, and what the results file
+    records of the shard: which one, the whole plan's fingerprint, the expected costs."""
+    assert config.shard is not None
+    index, count = plan.parse_shard(config.shard)
+    measured = None
+    if config.balance:
+        loaded = results.load_results(config.balance)
+        if not loaded.has_kscperf:
+            raise KscperfError(f"--balance {config.balance} was not written by kscperf, so it "
+                               "holds no cell costs; give an earlier kscperf results file.")
+        measured = plan.measured_costs_s(loaded.runs)
+    costs = plan.expected_costs_s(cells, measured)
+    owner = plan.assign_shards(cells, count, costs)
+    loads = [sum(c for c, k in zip(costs, owner) if k == shard) for shard in range(count)]
+    metadata = {"shard": f"{index}/{count}", "shard_plan": plan.plan_fingerprint(cells, costs),
+                "shard_plan_cells": len(cells),
+                "shard_balance": os.path.basename(config.balance) if config.balance
+                else "static estimate",
+                "shard_expected_s": round(loads[index - 1], 3),
+                "shard_expected_mean_s": round(sum(loads) / count, 3)}
+    mine = [c for c, k in zip(cells, owner) if k == index - 1]
+    if not mine and cells:
+        raise KscperfError(f"--shard {config.shard} has no cells: the plan has only "
+                           f"{len(cells)}; use at most {len(cells)} shards.")
+    return mine, metadata
 
 
 @dataclass
@@ -340,12 +375,13 @@ def _default_label(metadata: dict[str, Any]) -> str:
     return time.strftime("%Y%m%d-%H%M%S")
 
 
-def _shared_metadata(config: RunConfig, profile_name: str,
+def _shared_metadata(config: RunConfig, selection: Selection, profile_name: str,
                      profile: TimingProfile) -> dict[str, Any]:
     md: dict[str, Any] = {"date": now_iso(), "kscperf_version": __version__}
     md.update(git_info(os.getcwd()))
     md.update(machine_info())
     md.update(library_versions())
+    md.update(selection.shard_metadata)
     md.update(profile=profile_name, processes=profile.processes, values=profile.values,
               warmups=profile.warmups, min_time=profile.min_time, seed=config.seed,
               isolation=config.isolation, compile_cache=config.compile_cache,
@@ -401,7 +437,8 @@ def _lockstep_session(config: RunConfig, builds: Sequence[Build], replace: bool,
     for b in builds:
         assert b.output is not None
         results.check_writable(b.output, replace, resumable=False, other="-o DIR")
-    metadata = _lockstep_metadata(_shared_metadata(config, profile_name, profile), builds)
+    shared = _shared_metadata(config, selection, profile_name, profile)
+    metadata = _lockstep_metadata(shared, builds)
     for md in metadata:
         md["definition_problems"] = [p.message for p in selection.problems]
     return Session(config, builds, selection, profile, metadata)
@@ -411,7 +448,7 @@ def _single_session(config: RunConfig, build: Build, replace: bool,
                     resume: str | None) -> Session:
     selection = select_cells(config)
     profile_name, profile = config.timing_profile()
-    metadata = _shared_metadata(config, profile_name, profile)
+    metadata = _shared_metadata(config, selection, profile_name, profile)
     metadata["build"] = build.label or _default_label(metadata)
     output = build.output
     prior: list[CellResult] = []

@@ -63,3 +63,14 @@ def statuses(doc: dict[str, Any], model: str, tool: str, task: str) -> set[str]:
 def explain(proc: subprocess.CompletedProcess[str]) -> str:
     """What to print when a command did not do what a test expected."""
     return f"exit {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
+
+
+def single_error_line(proc: subprocess.CompletedProcess[str]) -> str:
+    """The one line a refused command printed: exit status 2, one `run-benchmarks: error:`
+    line on stderr, no traceback."""
+    assert proc.returncode == 2, explain(proc)
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, explain(proc)
+    assert lines[0].startswith("run-benchmarks: error: ")
+    return lines[0]

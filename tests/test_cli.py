@@ -15,7 +15,7 @@ from typing import Any
 import pyperf
 import pytest
 
-from runner_testing import DEFS, QUICK, cells_of, cli, explain, load_doc
+from runner_testing import DEFS, QUICK, cells_of, cli, explain, load_doc, single_error_line
 
 TOY = DEFS / "toy.py"
 SEEDED = DEFS / "seeded.py"
@@ -35,15 +35,6 @@ def input_sums(log: Path) -> dict[str, set[str]]:
         _, index, value = line.split()
         sums.setdefault(index, set()).add(value)
     return sums
-
-
-def single_error_line(proc: subprocess.CompletedProcess[str]) -> str:
-    assert proc.returncode == 2, explain(proc)
-    assert "Traceback" not in proc.stderr
-    lines = proc.stderr.splitlines()
-    assert len(lines) == 1, explain(proc)
-    assert lines[0].startswith("run-benchmarks: error: ")
-    return lines[0]
 
 
 # -- commands that never start a worker ------------------------------------------------------

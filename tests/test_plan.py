@@ -9,8 +9,9 @@ import pytest
 
 from kscperf.definitions import ModelDef
 from kscperf.errors import KscperfError
-from kscperf.plan import (PlannedCell, all_tool_names, parse_shard, plan_cells, plan_rounds,
-                          resolve_tasks, resolve_tools, shard_cells)
+from kscperf.plan import (PlannedCell, all_tool_names, assign_shards, expected_costs_s,
+                          parse_shard, plan_cells, plan_fingerprint, plan_rounds, resolve_tasks,
+                          resolve_tools, shard_cells)
 
 MODELS = [ModelDef(name, f"/defs/{name}.py", has_nice=True, has_source=True)
           for name in ("vrelu3", "vgelu", "sqrl", "gmm")]
@@ -120,19 +121,49 @@ def test_shards_partition_the_cells_exactly(count: int) -> None:
         assert all(shards), "every shard of this plan should get some of its 160 cells"
 
 
-def test_shards_are_deterministic_and_independent_of_the_other_cells() -> None:
+def test_shards_are_deterministic_and_a_plan_has_one_fingerprint() -> None:
     cells = plan_cells(MODELS, ["pt", "ts", "compiled"], ALL_TASKS)
     again = plan_cells(MODELS, ["pt", "ts", "compiled"], ALL_TASKS)
     assert names(shard_cells(cells, 2, 3)) == names(shard_cells(again, 2, 3))
-    # a machine that planned fewer cells (another -k) still puts each cell in the same shard
+    costs = expected_costs_s(cells)
+    assert plan_fingerprint(cells, costs) == plan_fingerprint(again, expected_costs_s(again))
+    # Another selection, or other costs, is another plan: merge refuses to mix their shards.
     fewer = [c for c in cells if c.tool == "ts"]
-    assert names(shard_cells(fewer, 2, 3)) == [c.name for c in shard_cells(cells, 2, 3)
-                                               if c.tool == "ts"]
-    # the known hash: crc32 of the name, so a plan is reproducible across Python versions
-    import zlib
-    for cell in cells:
-        home = zlib.crc32(cell.name.encode()) % 3 + 1
-        assert cell in shard_cells([cell], home, 3)
+    assert plan_fingerprint(fewer, expected_costs_s(fewer)) != plan_fingerprint(cells, costs)
+    assert plan_fingerprint(cells, [c * 2 for c in costs]) != plan_fingerprint(cells, costs)
+
+
+def test_compiled_cells_weigh_more_and_skipped_ones_nothing() -> None:
+    cells = plan_cells(MODELS[:1], ["pt", "ts", "compiled", "knossos", "pt_cuda"], ["fwd"],
+                       cuda_present=False)
+    cost = dict(zip(names(cells), expected_costs_s(cells)))
+    assert cost["vrelu3/compiled/fwd"] == cost["vrelu3/knossos/fwd"] > cost["vrelu3/pt/fwd"]
+    assert cost["vrelu3/ts/fwd"] == cost["vrelu3/pt/fwd"] > 0
+    assert cost["vrelu3/pt_cuda/fwd"] == 0.0
+
+
+def test_measured_costs_are_used_and_stand_in_for_their_tool() -> None:
+    cells = plan_cells(MODELS[:2], ["pt", "compiled"], ["fwd"])
+    measured = {"vrelu3/pt/fwd": 0.2, "vrelu3/compiled/fwd": 30.0, "vgelu/pt/fwd": 0.4}
+    cost = dict(zip(names(cells), expected_costs_s(cells, measured)))
+    assert cost["vrelu3/compiled/fwd"] == 30.0 and cost["vgelu/pt/fwd"] == 0.4
+    # not in the file: the median measured cost of its tool, not the static guess
+    assert cost["vgelu/compiled/fwd"] == 30.0
+
+
+def test_costly_cells_are_spread_over_the_shards() -> None:
+    cells = plan_cells(MODELS, ["pt", "ptnice", "ts", "compiled"], ALL_TASKS)
+    costs = expected_costs_s(cells)
+    owner = assign_shards(cells, 3, costs)
+    loads = [sum(c for c, k in zip(costs, owner) if k == s) for s in range(3)]
+    assert max(loads) <= 1.1 * (sum(loads) / 3)
+    compiled = [k for c, k in zip(cells, owner) if c.tool == "compiled"]
+    assert sorted(set(compiled)) == [0, 1, 2]
+
+
+def test_cells_that_cost_nothing_are_dealt_out() -> None:
+    cells = plan_cells(MODELS, ["pt_cuda"], ALL_TASKS, cuda_present=False)
+    assert [len(shard_cells(cells, i, 4)) for i in range(1, 5)] == [4, 4, 4, 4]
 
 
 def test_rounds_interleave_every_cell_once_per_process() -> None:

@@ -1,10 +1,12 @@
 """The acceptance run of the runner: `run-benchmarks --fast` on the shipped bench_defs/ with
-the CPU tools pt, ptnice, ts and compiled (torch.compile) and all four tasks. Slow (minutes,
-mostly torch.compile): marked `slow`, which CI also runs."""
+the CPU tools pt, ptnice, ts and compiled (torch.compile) and all four tasks; then the same
+plan in 3 shards balanced by that run's costs, merged. Slow (minutes, mostly torch.compile):
+marked `slow`, which CI also runs."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,10 +19,19 @@ TASKS = ("inference", "fwd", "bwd", "jacobian")
 MODELS = ("vrelu3", "vgelu", "sqrl", "vsqrl", "gmm")
 
 
-def test_shipped_suite_is_all_ok_or_explained(tmp_path: Path) -> None:
-    out = tmp_path / "shipped.json"
-    proc = cli("run", "--fast", "--tools", ",".join(TOOLS), "--tasks", ",".join(TASKS),
-               "--build", "acceptance", "-o", out, "-q", cwd=tmp_path, timeout=3600)
+SELECTION = ["--fast", "--tools", ",".join(TOOLS), "--tasks", ",".join(TASKS),
+             "--build", "acceptance", "-q"]
+
+
+@pytest.fixture(scope="module")
+def shipped(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    tmp = tmp_path_factory.mktemp("shipped")
+    out = tmp / "shipped.json"
+    return out, cli("run", *SELECTION, "-o", out, cwd=tmp, timeout=3600)
+
+
+def test_shipped_suite_is_all_ok_or_explained(shipped: tuple[Path, Any]) -> None:
+    out, proc = shipped
     assert out.exists(), explain(proc)
     doc = load_doc(out)
     cells = cells_of(doc)
@@ -46,3 +57,29 @@ def test_shipped_suite_is_all_ok_or_explained(tmp_path: Path) -> None:
         if cell["status"] == "ok":
             assert cell["values"] == 5, key  # --fast: 1 process x 5 values
     assert BENCH_DEFS.is_dir()
+
+
+def test_three_balanced_shards_merge_into_the_whole_run(shipped: tuple[Path, Any],
+                                                         tmp_path: Path) -> None:
+    whole, _ = shipped
+    shards = []
+    for i in (1, 2, 3):
+        shards.append(tmp_path / f"shard{i}.json")
+        proc = cli("run", *SELECTION, "--shard", f"{i}/3", "--balance", whole, "-o",
+                   shards[-1], cwd=tmp_path, timeout=3600)
+        assert proc.returncode == 0, explain(proc)
+    merged = tmp_path / "merged.json"
+    proc = cli("merge", *shards, "-o", merged, cwd=tmp_path)
+    assert proc.returncode == 0, explain(proc)
+    whole_doc, merged_doc = load_doc(whole), load_doc(merged)
+    assert set(cells_of(merged_doc)) == set(cells_of(whole_doc))
+    assert ({b["metadata"]["name"] for b in merged_doc["benchmarks"]}
+            == {b["metadata"]["name"] for b in whole_doc["benchmarks"]})
+    assert merged_doc["kscperf"]["complete"] is True
+    # Balanced by the whole run's costs: no shard expected over the mean by more than 25 %.
+    for shard in shards:
+        md = load_doc(shard)["kscperf"]["metadata"]
+        assert md["shard_balance"] == "shipped.json"
+        assert md["shard_expected_s"] <= 1.25 * md["shard_expected_mean_s"], md
+    compared = cli("compare", whole, merged, cwd=tmp_path)
+    assert compared.returncode == 0, explain(compared)
