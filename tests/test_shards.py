@@ -65,6 +65,13 @@ def test_the_shards_merge_into_the_whole(built: dict[str, Path], tmp_path: Path)
     assert [r["shard"] for r in recorded] == ["1/3", "2/3", "3/3"]
     assert len({r["shard_plan"] for r in recorded}) == 1
     assert {r["shard_balance"] for r in recorded} == {"static estimate"}
+    # compare and report take the merged file like any other
+    compared = cli("compare", built["whole"], tmp_path / "merged.json")
+    assert compared.returncode == 0, explain(compared)
+    reported = cli("report", built["whole"], tmp_path / "merged.json", "-o",
+                   tmp_path / "report.html")
+    assert reported.returncode == 0, explain(reported)
+    assert "toy" in (tmp_path / "report.html").read_text()
 
 
 def test_a_missing_shard_is_refused_unless_partial_is_allowed(built: dict[str, Path],
