@@ -692,14 +692,16 @@ def _check_shard_set(shards: list[LoadedResults], allow_partial: bool) -> dict[s
 
 
 def _shard_of(loaded: LoadedResults) -> tuple[int, int]:
-    """(I, N) of a shard's `shard` metadata; KscperfError when it is not I/N."""
+    """(I, N) of a shard's `shard` metadata, read as `--shard` reads it; KscperfError naming
+    the file when it is not I/N with 1 <= I <= N."""
+    from kscperf.plan import parse_shard
+
     text = str(loaded.metadata.get("shard"))
     try:
-        index, count = (int(n) for n in text.split("/"))
-    except ValueError:
-        raise KscperfError(f"{loaded.path} has a malformed shard {text!r}; it should be I/N.") \
-            from None
-    return index, count
+        return parse_shard(text)
+    except KscperfError:
+        raise KscperfError(f"{loaded.path} has a malformed shard {text!r}; it should be I/N "
+                           "with I from 1 to N.") from None
 
 
 def _check_disjoint(shards: list[LoadedResults]) -> None:
@@ -727,11 +729,11 @@ def merge_results(paths: list[str], out: str, allow_partial: bool = False) -> No
     _check_disjoint(shards)
     metadata = {k: v for k, v in shards[0].metadata.items() if k not in _SHARD_ONLY_KEYS}
     metadata.update(recorded)
-    hosts = sorted({str(lr.metadata.get("hostname")) for lr in shards})
+    hosts = sorted({str(lr.metadata["hostname"]) for lr in shards if "hostname" in lr.metadata})
     if len(hosts) > 1:
         # Identical machines of one class: no one host stands for the build, and compare
         # then judges the machine class by CPU and GPU alone.
-        del metadata["hostname"]
+        metadata.pop("hostname", None)
         metadata["merged_hostnames"] = ",".join(hosts)
     complete = all(lr.complete for lr in shards) and "missing_shards" not in recorded
     write_results(out, [r for lr in shards for r in lr.runs], metadata, complete)

@@ -154,3 +154,23 @@ def test_shards_from_several_hosts_merge_without_one_hostname(built: dict[str, P
     # compare judges such a build by CPU and GPU, not by the host of its first shard
     compared = cli("compare", built["whole"], out)
     assert compared.returncode == 0, explain(compared)
+
+
+def test_a_shard_without_a_hostname_still_merges(built: dict[str, Path], tmp_path: Path) -> None:
+    doc = load_doc(built["s1"])
+    doc.get("metadata", {}).pop("hostname", None)
+    doc["kscperf"]["metadata"].pop("hostname", None)
+    hostless = tmp_path / "s1.json"
+    hostless.write_text(json.dumps(doc))
+    other_host = _edited(built["s2"], tmp_path / "s2.json", hostname="perf-b")
+    out = tmp_path / "merged.json"
+    proc = _merge(out, hostless, other_host, built["s3"])
+    assert proc.returncode == 0, explain(proc)
+    md = load_doc(out)["kscperf"]["metadata"]
+    assert "hostname" not in md and "None" not in md["merged_hostnames"].split(",")
+
+
+def test_a_shard_out_of_range_is_one_line(built: dict[str, Path], tmp_path: Path) -> None:
+    bad = _edited(built["s2"], tmp_path / "s2.json", shard="5/3")
+    line = single_error_line(_merge(tmp_path / "merged.json", built["s1"], bad, built["s3"]))
+    assert "malformed shard '5/3'" in line
