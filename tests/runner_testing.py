@@ -69,8 +69,8 @@ def single_error_line(proc: subprocess.CompletedProcess[str]) -> str:
     """The one line a refused command printed: exit status 2, one `run-benchmarks: error:`
     line on stderr, no traceback."""
     assert proc.returncode == 2, explain(proc)
-    assert "Traceback" not in proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout, explain(proc)
     lines = proc.stderr.splitlines()
     assert len(lines) == 1, explain(proc)
-    assert lines[0].startswith("run-benchmarks: error: ")
+    assert lines[0].startswith("run-benchmarks: error: "), explain(proc)
     return lines[0]
