@@ -21,36 +21,32 @@ other claim here is strict.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from runner_testing import cli
+
 WORK = Path(__file__).parent / "fixtures" / "work" / "work.py"
 SELECTION = [str(WORK), "--tools", "pt,ptnice", "--tasks", "inference", "-q"]
 
 
 def _run(out: Path, build: str) -> None:
-    proc = subprocess.run([sys.executable, "-m", "kscperf", *SELECTION, "--build", build,
-                           "-o", str(out)], capture_output=True, text=True, timeout=600)
+    proc = cli(*SELECTION, "--build", build, "-o", out, timeout=600)
     assert proc.returncode == 0, proc.stderr
 
 
 def _compare(base: Path, new: Path) -> tuple[int, list[dict]]:
-    proc = subprocess.run([sys.executable, "-m", "kscperf", "compare", str(base), str(new),
-                           "--format", "json", "--fail-on-regression"],
-                          capture_output=True, text=True, timeout=120)
+    proc = cli("compare", base, new, "--format", "json", "--fail-on-regression", timeout=120)
     assert proc.returncode in (0, 1), proc.stderr
     return proc.returncode, json.loads(proc.stdout)["benchmarks"]
 
 
 def _ab(out: Path, nice_work: str) -> tuple[int, list[dict]]:
-    proc = subprocess.run([sys.executable, "-m", "kscperf", "ab", *SELECTION,
-                           "--new-env", f"KSCPERF_TEST_NICE_WORK={nice_work}", "-o", str(out),
-                           "--format", "json", "--fail-on-regression"],
-                          capture_output=True, text=True, timeout=600)
+    proc = cli("ab", *SELECTION, "--new-env", f"KSCPERF_TEST_NICE_WORK={nice_work}", "-o", out,
+               "--format", "json", "--fail-on-regression", timeout=600)
     assert proc.returncode in (0, 1), proc.stderr
     return proc.returncode, json.loads(proc.stdout)["benchmarks"]
 
@@ -151,10 +147,7 @@ def test_compare_of_the_lockstep_files_pairs_them_and_pyperf_reads_them(
 def test_report_of_the_two_builds(heavier: tuple[int, list[dict], Path], tmp_path: Path) -> None:
     _, _, out = heavier
     html_path = tmp_path / "report.html"
-    proc = subprocess.run([sys.executable, "-m", "kscperf", "report", str(out / "base.json"),
-                           str(out / "new.json"), "-o", str(html_path)],
-                          capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ))
+    proc = cli("report", out / "base.json", out / "new.json", "-o", html_path, timeout=300)
     assert proc.returncode == 0, proc.stderr
     html = html_path.read_text()
     assert "work/ptnice/inference/4096" in html and "slower" in html

@@ -13,18 +13,16 @@ from pathlib import Path
 import pytest
 
 from kscperf import launch
+from runner_testing import QUICK, cli
 
 POLLUTION = Path(__file__).parent / "fixtures" / "isolation" / "pollution.py"
-QUICK = ["--fast", "--values", "1", "--warmups", "0", "--min-time", "0.001"]
 
 
 def _run(tmp_path: Path, *args: str, env: dict[str, str] | None = None
          ) -> tuple[subprocess.CompletedProcess, list[dict]]:
     out = tmp_path / "out.json"
-    proc = subprocess.run([sys.executable, "-m", "kscperf", str(POLLUTION), "--tools", "pt",
-                           "--tasks", "inference", *QUICK, "-o", str(out), *args],
-                          capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, **(env or {})))
+    proc = cli(POLLUTION, "--tools", "pt", "--tasks", "inference", *QUICK, "-o", out, *args,
+               env=env)
     cells = json.loads(out.read_text())["kscperf"]["cells"]
     return proc, cells
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 from kscperf.lockstep import TurnPipes, Turns
+from runner_testing import cli
 
 WORK = Path(__file__).parent / "fixtures" / "work" / "work.py"
 
@@ -69,11 +69,9 @@ def test_an_ended_partner_lets_the_other_go_on_alone(tmp_path: Path) -> None:
 
 
 def _ab(tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str], dict, dict]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "kscperf", "ab", str(WORK), "--tools", "pt,ptnice", "--tasks",
-         "inference", "--processes", "2", "--values", "4", "-q", "-o", str(tmp_path / "ab"),
-         "--format", "json", "--fail-on-regression", *extra],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    proc = cli("ab", WORK, "--tools", "pt,ptnice", "--tasks", "inference", "--processes", "2",
+               "--values", "4", "-q", "-o", tmp_path / "ab", "--format", "json",
+               "--fail-on-regression", *extra, cwd=tmp_path)
     base = json.loads((tmp_path / "ab" / "base.json").read_text())
     new = json.loads((tmp_path / "ab" / "new.json").read_text())
     return proc, base, new
@@ -122,9 +120,7 @@ def test_ab_refuses_bad_builds_in_one_line(tmp_path: Path) -> None:
                           (["--base-build", "x", "--new-build", "x"], "'x'"),
                           (["--new-build", "a/b"], "cannot be a file name"),
                           (["--new-env", "NOEQUALS"], "NAME=VALUE")):
-        proc = subprocess.run([sys.executable, "-m", "kscperf", "ab", str(WORK), *args,
-                               "-o", str(tmp_path / "refused")],
-                              capture_output=True, text=True, timeout=60)
+        proc = cli("ab", WORK, *args, "-o", tmp_path / "refused", timeout=60)
         assert proc.returncode == 2, (args, proc.stderr)
         last = proc.stderr.strip().splitlines()[-1]
         assert culprit in last and "Traceback" not in proc.stderr
@@ -135,8 +131,7 @@ def test_ab_leaves_existing_results_alone(tmp_path: Path) -> None:
     out = tmp_path / "kept"
     out.mkdir()
     (out / "base.json").write_text("measured before")
-    proc = subprocess.run([sys.executable, "-m", "kscperf", "ab", str(WORK), "-o", str(out)],
-                          capture_output=True, text=True, timeout=60)
+    proc = cli("ab", WORK, "-o", out, timeout=60)
     assert proc.returncode == 2
     line = proc.stderr.strip()
     assert len(line.splitlines()) == 1 and "already exists" in line and "-o DIR" in line
