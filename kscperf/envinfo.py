@@ -20,8 +20,9 @@ __all__ = ["machine_info", "library_versions", "torch_info", "git_info", "cuda_d
            "now_iso"]
 
 
-def now_iso() -> str:
-    return datetime.datetime.now().isoformat(timespec="seconds")
+def now_iso(timespec: str = "seconds") -> str:
+    """The local time now, ISO 8601, to `timespec` (as `datetime.isoformat` takes it)."""
+    return datetime.datetime.now().isoformat(timespec=timespec)
 
 
 def _cpu_model_name() -> str:

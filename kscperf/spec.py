@@ -19,6 +19,7 @@ __all__ = [
     "CellSpec",
     "CheckResult",
     "ConfigResult",
+    "CanaryProbe",
     "CellResult",
     "partial_result_path",
     "phase_path",
@@ -164,6 +165,32 @@ class ConfigResult:
 
 
 @dataclass(frozen=True)
+class CanaryProbe:
+    """One timing of the machine-speed canary (`kscperf.canary`) in a worker process:
+    `when` it was taken relative to the timed values ("before" or "after"), `at` (local time, ISO
+    8601), the median seconds of each of its parts, as (part, seconds) pairs, and what the
+    probe cost the worker, `duration_s`, setup included."""
+
+    when: str
+    at: str
+    seconds: tuple[tuple[str, float], ...]
+    duration_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"when": self.when, "at": self.at, "seconds": dict(self.seconds),
+                "duration_s": self.duration_s}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CanaryProbe:
+        seconds = d["seconds"]
+        if not isinstance(seconds, dict):
+            raise TypeError(f"a canary's seconds should be an object, not {type(seconds).__name__}")
+        return cls(when=str(d["when"]), at=str(d["at"]),
+                   seconds=tuple((str(k), float(v)) for k, v in seconds.items()),
+                   duration_s=float(d.get("duration_s", 0.0)))
+
+
+@dataclass(frozen=True)
 class CellResult:
     """What one worker process did for one cell.
 
@@ -183,6 +210,9 @@ class CellResult:
     configs: tuple[ConfigResult, ...] = ()
     metadata: dict[str, Any] = field(default_factory=dict)
     wall_s: float | None = None
+    # The machine-speed canary around the timed values; empty when nothing was timed, and in
+    # files written before kscperf had it.
+    canary: tuple[CanaryProbe, ...] = ()
 
     @property
     def name(self) -> str:
@@ -204,6 +234,7 @@ class CellResult:
         d = dataclasses.asdict(self)
         d["status"] = self.status.value
         d["configs"] = [c.to_dict() for c in self.configs]
+        d["canary"] = [p.to_dict() for p in self.canary]
         return d
 
     @classmethod
@@ -212,6 +243,7 @@ class CellResult:
         d["status"] = CellStatus(d["status"])
         d["configs"] = tuple(ConfigResult.from_dict(c) for c in d.get("configs", ()))
         d["metadata"] = dict(d.get("metadata") or {})
+        d["canary"] = tuple(CanaryProbe.from_dict(p) for p in d.get("canary", ()))
         return cls(**d)
 
 

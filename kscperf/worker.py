@@ -37,14 +37,14 @@ from typing import Any, Callable
 
 import torch
 
-from kscperf import check, measure, tasks
+from kscperf import canary, check, measure, tasks
 from kscperf.definitions import DefinitionError, ResolvedModel, import_definition_module, \
     resolve_model
 from kscperf.envinfo import machine_info, now_iso, torch_info
 from kscperf.errors import CellStatus, describe_exception
 from kscperf.lockstep import Turns
 from kscperf.results import write_text_atomic
-from kscperf.spec import CellResult, CellSpec, ConfigResult, partial_result_path, \
+from kscperf.spec import CanaryProbe, CellResult, CellSpec, ConfigResult, partial_result_path, \
     phase_path
 from kscperf.tools import ToolImpl, Unsupported, load_tool
 
@@ -155,11 +155,18 @@ def run_cell(spec: CellSpec, clock: measure.TimeLoops | None = None,
                                         metadata=metadata)
         # What escapes a config (its skip hook, on_config) fails the cell in phase "compile".
         done: list[ConfigResult] = []
+        # The canary runs while this worker holds its turn in `ab`, like everything but the
+        # partner's values.
+        probes: tuple[CanaryProbe, ...] = () if spec.check_only else (
+            canary.probe_machine("before"),)
         for name, config in configs:
             done.append(_run_config(cell, name, config))
             if on_config is not None:
-                on_config(cell_result(configs=tuple(done)))
-        return cell_result(configs=tuple(done), wall_s=time.perf_counter() - t_start)
+                on_config(cell_result(configs=tuple(done), canary=probes))
+        if probes:
+            probes += (canary.probe_machine("after"),)
+        return cell_result(configs=tuple(done), canary=probes,
+                           wall_s=time.perf_counter() - t_start)
     except (DefinitionError, tasks.OutputError) as exc:
         return CellResult.for_spec(spec, CellStatus.FAILED, str(exc), phase, metadata=metadata)
     except Exception as exc:

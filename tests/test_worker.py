@@ -73,6 +73,13 @@ def test_ok_cell_has_everything(tool: str, task: str) -> None:
         assert (c.check.rtol, c.check.atol) == (1e-4, 1e-5)  # float32 inputs
         assert c.check.max_abs_err < 1e-5
         assert c.peak_cuda_bytes is None and c.cuda_event_values == ()
+    # The machine-speed canary, just before the first config's values and after the last's.
+    assert [p.when for p in result.canary] == ["before", "after"]
+    for probe in result.canary:
+        assert [name for name, _ in probe.seconds] == [
+            "python_loop", "transcendental", "matmul", "memory_copy"]
+        assert all(0 < s < 0.1 for _, s in probe.seconds)
+    assert result.canary[0].at[:19] <= result.configs[0].date <= result.canary[1].at[:19]
 
 
 def test_result_survives_json() -> None:
@@ -162,6 +169,7 @@ def test_check_only_gives_no_values() -> None:
         assert c.values == () and c.warmups == () and c.loops == 0
         assert c.peak_rss_bytes is not None and c.peak_rss_bytes > 0
         assert c.prep_s is not None
+    assert result.canary == ()  # nothing timed, no machine speed to know
 
 
 def test_check_only_still_reports_incorrect() -> None:
