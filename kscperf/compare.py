@@ -12,7 +12,11 @@ A comparison has one row per benchmark and kind:
 | `peak_rss`  | `model/tool/task/config:peak_rss`      | one (bytes, worker's peak)  |
 | `peak_cuda` | `model/tool/task/config:peak_cuda`     | one (bytes)                 |
 
-For the memory kinds `slower`/`faster` mean more/less memory. Correctness and failure
+For the memory kinds `slower`/`faster` mean more/less memory. When the machine's own speed
+changed between the two runs (by their canaries, `kscperf.machine`), a time, compile or prep
+row that the change could explain gets `machine-shift` instead of a confident verdict, and
+so does one whose verdict does not hold over the processes that ran in the run's usual
+machine state. Correctness and failure
 verdicts (`incorrect-now`, `fixed`, `failing-now`) and `new`/`missing` are given on `time`
 rows, one per config, where the check is made; the other kinds are only compared where both
 builds measured them.
@@ -26,12 +30,13 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from kscperf import stats
+from kscperf import machine, stats
 from kscperf.errors import CellStatus, KscperfError
 from kscperf.names import (
     KIND_SUFFIXES,
     BenchmarkName,
     benchmark_name,
+    cell_name,
     compile_name,
     parse_benchmark_name,
     prep_name,
@@ -48,6 +53,7 @@ __all__ = [
     "Verdict",
     "REGRESSION_VERDICTS",
     "BuildInfo",
+    "MachineCheck",
     "ComparisonRow",
     "GeoMean",
     "Comparison",
@@ -55,6 +61,8 @@ __all__ = [
     "check_comparable",
     "is_lockstep_pair",
     "compare_builds",
+    "check_machines",
+    "MACHINE_MISMATCH",
 ]
 
 REFERENCE_TOOL = "pt"
@@ -137,6 +145,9 @@ class Verdict(enum.StrEnum):
     FAILING_NOW = "failing-now"
     INCORRECT_NOW = "incorrect-now"
     SLOWER = "slower"
+    # The machine's own speed changed between or within the runs in a way that could explain
+    # the change, or hide one: no verdict with confidence.
+    MACHINE_SHIFT = "machine-shift"
     MISSING = "missing"
     SAME = "same"
     NEW = "new"
@@ -189,6 +200,36 @@ class BuildInfo:
     metadata: dict[str, Any]
     has_kscperf: bool
     complete: bool
+
+
+# Kinds that are times, which a change of the machine's speed moves.
+_TIMED_KINDS = frozenset({"time", "compile", "prep"})
+
+# How much more than the canary a benchmark's time may move with the machine, in log terms:
+# a serial canary part moves less than a multi-threaded benchmark when another process
+# takes a core (docs/method.md, "Machine speed").
+MACHINE_MISMATCH = 2.0
+
+
+@dataclass(frozen=True)
+class MachineCheck:
+    """What the canaries say about the machines of a comparison: each run's speed (None for
+    a file without a canary) and, when both have one and the files are not a lockstep
+    pair, NEW's against BASE's."""
+
+    base: machine.MachineSpeed | None
+    new: machine.MachineSpeed | None
+    shift: machine.MachineShift | None
+
+    @property
+    def known(self) -> bool:
+        """Whether both files have a canary."""
+        return self.base is not None and self.new is not None
+
+    @property
+    def shifted(self) -> bool:
+        """Whether the machine's speed changed between the runs beyond their noise."""
+        return self.shift is not None and self.shift.shifted
 
 
 @dataclass(frozen=True)
@@ -262,6 +303,7 @@ class Comparison:
     rows: tuple[ComparisonRow, ...]
     geomeans: tuple[GeoMean, ...]
     ignored_differences: tuple[str, ...] = ()
+    machine: MachineCheck = MachineCheck(None, None, None)
 
     @property
     def regressions(self) -> tuple[ComparisonRow, ...]:
@@ -494,21 +536,52 @@ class _Compared:
     status_verdict: Verdict | None
     estimate: stats.RatioEstimate
     min_detectable_effect: float
+    # The estimate over the processes that ran in their run's usual machine state, where
+    # either side had one in another state; None otherwise.
+    usual_estimate: stats.RatioEstimate | None = None
+
+
+@dataclass(frozen=True)
+class _OddProcesses:
+    """Each build's processes that ran in another state of the machine, by (cell, index)."""
+
+    base: frozenset[tuple[str, int]] = frozenset()
+    new: frozenset[tuple[str, int]] = frozenset()
+
+
+def _usual_runs(entry: _Entry, odd: frozenset[tuple[str, int]]) -> list[list[float]]:
+    cell = cell_name(*entry.cell)
+    return [values for i, values in sorted((entry.by_process or {}).items())
+            if (cell, i) not in odd]
+
+
+def _usual_estimate(base: _Entry | None, new: _Entry | None, odd: _OddProcesses,
+                    alpha: float) -> stats.RatioEstimate | None:
+    """The estimate without the processes timed in another machine state, when either side
+    had one; method "none" when a side has no other process."""
+    if base is None or new is None or not base.by_process or not new.by_process:
+        return None
+    usual_base, usual_new = _usual_runs(base, odd.base), _usual_runs(new, odd.new)
+    if len(usual_base) == len(base.by_process) and len(usual_new) == len(new.by_process):
+        return None
+    return stats.compare_samples(usual_base, usual_new, alpha=alpha)
 
 
 def _compare_pair(base: _Entry | None, new: _Entry | None, alpha: float,
-                  lockstep: bool) -> _Compared:
+                  lockstep: bool, odd: _OddProcesses) -> _Compared:
     present = base if base is not None else new
     assert present is not None
     status_verdict = _status_verdict(base, new) if present.kind == "time" else None
     paired = _process_pairs(base, new) if lockstep else []
+    usual = None
     if len(paired) >= 2:
         estimate = stats.compare_paired_samples(paired, alpha=alpha)
     else:
         estimate = stats.compare_samples(base.runs if base else [], new.runs if new else [],
                                          alpha=alpha)
+        usual = _usual_estimate(base, new, odd, alpha)
     mde = stats.min_detectable_effect(estimate.se_log, estimate.df, alpha=alpha)
-    return _Compared(base, new, present, status_verdict, estimate, mde)
+    return _Compared(base, new, present, status_verdict, estimate, mde, usual)
 
 
 def _q_values(compared: list[_Compared]) -> list[float]:
@@ -529,7 +602,54 @@ def _median_of(entry: _Entry | None) -> float:
     return stats.median([v for run in entry.runs for v in run])
 
 
-def _row(c: _Compared, q: float, min_effect: float, alpha: float) -> ComparisonRow:
+def _band(low: float, high: float, min_effect: float) -> int:
+    """+1 when the whole interval [low, high] is a slowdown of at least `min_effect`, -1
+    when it is a speedup of at least that much, else 0 (NaN gives 0)."""
+    limit = math.log1p(min_effect) - 1e-12
+    if not (low > 0 and high > 0):
+        return 0
+    if math.log(low) >= limit:
+        return 1
+    if math.log(high) <= -limit:
+        return -1
+    return 0
+
+
+def _machine_could_explain(est: stats.RatioEstimate, direction: int,
+                           shift: machine.MachineShift, min_effect: float) -> bool:
+    """Whether a change of the machine's speed by `shift` could explain this row's verdict
+    (`direction` +1 slower, -1 faster, 0 same): a change in the machine's direction unless
+    it stands even after dividing out `MACHINE_MISMATCH` times the far end of the shift's
+    interval (in log terms); a `same` that would be a change after dividing out any value
+    in that interval. A change against the machine's direction stands."""
+    machine_direction = 1 if shift.ratio > 1 else -1
+    if direction == 0:
+        return _band(est.low / shift.low, est.high / shift.high, min_effect) != 0 \
+            and _band(est.low / shift.high, est.high / shift.low, min_effect) != 0
+    if direction != machine_direction:
+        return False
+    far = (shift.high if machine_direction > 0 else shift.low) ** MACHINE_MISMATCH
+    return _band(est.low / far, est.high / far, min_effect) != direction
+
+
+def _machine_verdict(c: _Compared, direction: int, shift: machine.MachineShift | None,
+                     min_effect: float, alpha: float) -> bool:
+    """Whether the machine's state, between or within the runs, leaves this time row
+    without a confident verdict."""
+    if c.present.kind not in _TIMED_KINDS:
+        return False
+    if c.usual_estimate is not None and direction != 0:
+        usual = c.usual_estimate
+        if stats.classify_change(usual.ratio, usual.p_value, min_effect=min_effect,
+                                 alpha=alpha) != direction:
+            return True
+    if shift is None or not shift.shifted or not math.isfinite(c.estimate.low):
+        return False
+    return _machine_could_explain(c.estimate, direction, shift, min_effect)
+
+
+def _row(c: _Compared, q: float, min_effect: float, alpha: float,
+         shift: machine.MachineShift | None) -> ComparisonRow:
     est = c.estimate
     inconclusive = False
     if c.status_verdict is not None:
@@ -537,6 +657,8 @@ def _row(c: _Compared, q: float, min_effect: float, alpha: float) -> ComparisonR
     else:
         direction = stats.classify_change(est.ratio, q, min_effect=min_effect, alpha=alpha)
         verdict = {1: Verdict.SLOWER, -1: Verdict.FASTER, 0: Verdict.SAME}[direction]
+        if _machine_verdict(c, direction, shift, min_effect, alpha):
+            verdict = Verdict.MACHINE_SHIFT
         inconclusive = (direction == 0 and math.isfinite(est.ratio) and abs(
             math.log(est.ratio)) >= math.log1p(min_effect) - 1e-12)
     failing = c.new is not None and c.new.category in (_Category.FAILING, _Category.INCORRECT)
@@ -641,11 +763,28 @@ def compare_builds(base: LoadedResults, new: LoadedResults, *,
     base_named, base_cells = _entries(base)
     new_named, new_cells = _entries(new)
     lockstep = is_lockstep_pair(base, new)
-    compared = [_compare_pair(b, n, alpha, lockstep)
+    check = check_machines(base, new, alpha=alpha)
+    odd = _OddProcesses(check.base.odd_keys() if check.base else frozenset(),
+                        check.new.odd_keys() if check.new else frozenset())
+    compared = [_compare_pair(b, n, alpha, lockstep, odd)
                 for b, n in _pair_rows(base_named, base_cells, new_named, new_cells)]
-    rows = [_row(c, q, min_effect, alpha) for c, q in zip(compared, _q_values(compared))]
+    rows = [_row(c, q, min_effect, alpha, check.shift)
+            for c, q in zip(compared, _q_values(compared))]
     estimates = {c.present.name: c.estimate for c in compared}
     rows.sort(key=_slowest_first)
     return Comparison(base=_build_info(base), new=_build_info(new), min_effect=min_effect,
                       alpha=alpha, rows=tuple(rows), geomeans=_geomeans(rows, estimates, alpha),
-                      ignored_differences=tuple(differences) if force else ())
+                      ignored_differences=tuple(differences) if force else (),
+                      machine=check)
+
+
+def check_machines(base: LoadedResults, new: LoadedResults, *,
+                   alpha: float = stats.ALPHA) -> MachineCheck:
+    """Each file's machine speed from its canaries, and NEW's against BASE's unless the
+    files are the two builds of one lockstep run (whose pairs share the machine's state,
+    and whose torch may differ, which the canary's threaded part would see)."""
+    base_speed, new_speed = machine.machine_speed(base.runs), machine.machine_speed(new.runs)
+    shift = None
+    if base_speed is not None and new_speed is not None and not is_lockstep_pair(base, new):
+        shift = machine.compare_machine_speeds(base_speed, new_speed, alpha=alpha)
+    return MachineCheck(base_speed, new_speed, shift)

@@ -16,8 +16,9 @@ import re
 import textwrap
 from typing import Any
 
-from kscperf import stats
-from kscperf.compare import BuildRow, CellView, Comparison, ComparisonRow, GeoMean, Verdict
+from kscperf import machine, stats
+from kscperf.compare import BuildRow, CellView, Comparison, ComparisonRow, GeoMean, \
+    MachineCheck, Verdict
 from kscperf.errors import TIMED_STATUSES, CellStatus
 from kscperf.results import CellSummary
 
@@ -31,6 +32,7 @@ __all__ = [
     "format_percent",
     "format_quantity",
     "verdict_text",
+    "machine_lines",
     "status_text",
     "geomean_label",
     "format_confidence",
@@ -249,12 +251,54 @@ def comparison_criteria(comparison: Comparison) -> str:
             f"kind). Intervals are {confidence}. Detectable: the smallest change the spread "
             f"lets the test find with {stats.DEFAULT_POWER * 100:.0f}% power. A trailing ~ "
             "marks a change beyond the minimum effect that is not significant. For memory, "
-            "slower and faster mean more and less memory.")
+            "slower and faster mean more and less memory. machine-shift: the machine's own "
+            "speed changed in a way that could explain the change or hide one; it is not a "
+            "regression.")
+
+
+def _speed_shift_line(check: MachineCheck) -> str:
+    shift = check.shift
+    if shift is None:
+        return ("machine speed: not compared (the two builds of one `ab` run share the "
+                "machine's state pair by pair).")
+    interval = format_interval(shift.low, shift.high)
+    if not shift.shifted:
+        return (f"machine speed: unchanged (canary NEW/BASE {format_ratio(shift.ratio)} "
+                f"{interval}).")
+    slower = "slower" if shift.ratio > 1 else "faster"
+    return (f"machine changed: NEW's machine ran {format_ratio(max(shift.ratio, 1 / shift.ratio))}"
+            f" {slower} than BASE's by the canary (NEW/BASE {format_ratio(shift.ratio)} "
+            f"{interval}, p {format_p(shift.p_value)}); time verdicts it could explain are "
+            "machine-shift. Compare builds on a changing machine with `ab`.")
+
+
+def machine_lines(check: MachineCheck) -> list[str]:
+    """What the canaries say, one line each: whether the machine's speed changed between
+    the runs (with the ratio and its interval) or is unknown, then, per run, how many
+    processes ran in another machine state."""
+    missing = [side for side, speed in (("BASE", check.base), ("NEW", check.new))
+               if speed is None]
+    if missing:
+        lines = [f"machine speed: unknown ({' and '.join(missing)} "
+                 f"{'has' if len(missing) == 1 else 'have'} no canary: written by an older "
+                 "kscperf, or nothing was timed); verdicts cannot allow for a change of "
+                 "the machine."]
+    else:
+        lines = [_speed_shift_line(check)]
+    for side, speed in (("BASE", check.base), ("NEW", check.new)):
+        if speed is not None and speed.odd:
+            lines.append(
+                f"machine states: {len(speed.odd)} of {len(speed.processes)} {side} processes "
+                f"ran with the canary {format_ratio(machine.ODD_STATE_FACTOR)} or more off "
+                "the run's usual speed; a verdict that does not hold without them is "
+                "machine-shift.")
+    return lines
 
 
 def _header_lines(comparison: Comparison) -> list[str]:
     lines = [f"BASE  {_one_line(comparison.base.build)}  ({_one_line(comparison.base.path)})",
              f"NEW   {_one_line(comparison.new.build)}  ({_one_line(comparison.new.path)})"]
+    lines += machine_lines(comparison.machine)
     for side in (comparison.base, comparison.new):
         if not side.complete:
             lines.append(f"warning: {_one_line(side.path)} is incomplete (the run was "
@@ -290,8 +334,17 @@ def _format_table(comparison: Comparison, only_changed: bool) -> str:
         parts += ["  " + "  ".join(c.ljust(w) for c, w in zip(row, width)).rstrip()
                   for row in geo]
     parts.append("")
-    parts.append("regression: yes" if comparison.has_regression else "regression: no")
+    parts.append(_regression_line(comparison))
     return "\n".join(parts)
+
+
+def _regression_line(comparison: Comparison) -> str:
+    shifted = sum(r.verdict is Verdict.MACHINE_SHIFT for r in comparison.rows)
+    line = "regression: yes" if comparison.has_regression else "regression: no"
+    if shifted:
+        line += (f" ({shifted} machine-shift {'row is' if shifted == 1 else 'rows are'} "
+                 "not counted as regressions)")
+    return line
 
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|#!{}])")
@@ -329,7 +382,8 @@ def _format_markdown(comparison: Comparison, only_changed: bool) -> str:
         for g in comparison.geomeans:
             lines.append(f"| {_md(geomean_label(g))} | {format_ratio(g.ratio)} | "
                          f"{_md(format_interval(g.low, g.high))} | {g.n} |")
-    lines += ["", f"Regression: {'**yes**' if comparison.has_regression else 'no'}"]
+    regression = _regression_line(comparison).removeprefix("regression: ")
+    lines += ["", f"Regression: {regression.replace('yes', '**yes**', 1)}"]
     return "\n".join(lines)
 
 
@@ -370,6 +424,22 @@ def _json_safe(value: Any) -> Any:
     return str(value)
 
 
+def _machine_json(check: MachineCheck) -> dict[str, Any]:
+    def speed(s: machine.MachineSpeed | None) -> dict[str, Any] | None:
+        if s is None:
+            return None
+        return {**_json_safe(s.to_dict()),
+                "odd": [{"cell": p.cell, "process_index": p.process_index,
+                         "canary_s": _number(p.score_s)} for p in s.odd]}
+
+    shift = check.shift
+    return {"base": speed(check.base), "new": speed(check.new),
+            "shift": None if shift is None else {
+                "ratio": _number(shift.ratio), "ratio_low": _number(shift.low),
+                "ratio_high": _number(shift.high), "p_value": _number(shift.p_value),
+                "shifted": shift.shifted}}
+
+
 def _format_json(comparison: Comparison, only_changed: bool) -> str:
     def side(info: Any) -> dict[str, Any]:
         return {"build": info.build, "path": info.path, "complete": info.complete,
@@ -382,6 +452,7 @@ def _format_json(comparison: Comparison, only_changed: bool) -> str:
         "alpha": comparison.alpha,
         "has_regression": comparison.has_regression,
         "ignored_differences": list(comparison.ignored_differences),
+        "machine": _machine_json(comparison.machine),
         "benchmarks": [_row_json(r) for r in _rows_to_show(comparison, only_changed)],
         "geomeans": [{"by": g.by, "key": g.key, "ratio": _number(g.ratio),
                       "ratio_low": _number(g.low), "ratio_high": _number(g.high), "n": g.n}

@@ -57,7 +57,7 @@ _ENV_KEYS = (
 # CSS class per verdict; the stylesheet in the template colours them.
 _VERDICT_CLASS = {
     Verdict.FAILING_NOW: "bad", Verdict.INCORRECT_NOW: "bad", Verdict.SLOWER: "bad",
-    Verdict.MISSING: "warn", Verdict.SAME: "neutral", Verdict.NEW: "neutral",
+    Verdict.MACHINE_SHIFT: "warn", Verdict.MISSING: "warn", Verdict.SAME: "neutral", Verdict.NEW: "neutral",
     Verdict.FIXED: "good", Verdict.FASTER: "good",
 }
 _VERDICT_TONE = {"bad": "worse", "good": "better"}
@@ -185,6 +185,7 @@ class ComparisonSection:
     regression: bool
     counts: list[tuple[str, str, str]]  # (verdict, css class, count)
     warnings: list[str]
+    machine: list[str]  # what the canaries say about the two runs' machines
     rows: list[CompareRow]
     geomeans: list[GeoRow]
     figures: list[Figure]
@@ -451,6 +452,7 @@ def _comparison_section(comparison: Comparison) -> ComparisonSection:
         regression=comparison.has_regression,
         counts=[(v.value, _VERDICT_CLASS[v], str(counts[v])) for v in Verdict if v in counts],
         warnings=warnings, rows=[_compare_row(r) for r in comparison.rows],
+        machine=[formatting.safe_text(line) for line in formatting.machine_lines(comparison.machine)],
         geomeans=geomeans, figures=_ratio_figures(comparison))
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
 from kscperf.errors import STATUS_SEVERITY, CellStatus, KscperfError
+from kscperf.machine import machine_speed
 from kscperf.names import benchmark_name, cell_name, compile_name, prep_name
 from kscperf.spec import CellResult, CheckResult, ConfigResult
 
@@ -44,7 +45,8 @@ __all__ = [
     "check_writable",
 ]
 
-FORMAT_VERSION = 1
+# 2: runs carry the machine-speed canary, the kscperf section its figure (`machine_speed`).
+FORMAT_VERSION = 2
 
 # Run metadata that pyperf requires to be identical across the runs of one benchmark; they
 # come from the worker's environment.
@@ -278,10 +280,12 @@ def build_document(runs: list[CellResult], metadata: dict[str, Any],
                    complete: bool = True) -> dict[str, Any]:
     """The whole results document for the worker results `runs` of one build."""
     doc = _pyperf_suite_json(runs, metadata)
+    speed = machine_speed(runs)
     doc["kscperf"] = {
         "format_version": FORMAT_VERSION,
         "complete": complete,
         "metadata": metadata,
+        "machine_speed": speed.to_dict() if speed is not None else None,
         "cells": [c.to_dict() for c in summarize_cells(runs)],
         "runs": [r.to_dict() for r in runs],
     }

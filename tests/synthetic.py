@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from kscperf.errors import CellStatus
 from kscperf.results import write_results
-from kscperf.spec import CellResult, CheckResult, ConfigResult
+from kscperf.spec import CanaryProbe, CellResult, CheckResult, ConfigResult
 
 MODELS = ("vrelu3", "sqrl")
 TOOLS = ("pt", "ptnice", "compiled")
@@ -22,6 +22,10 @@ TASKS = ("fwd", "bwd")
 CONFIGS = ("1024", "16384", "262144")
 
 Key = tuple[str, str, str, str]
+
+# The canary's parts on a quiet synthetic machine, seconds (about this VM's).
+CANARY_S = {"python_loop": 270e-6, "transcendental": 70e-6, "matmul": 10e-6,
+            "memory_copy": 75e-6}
 
 
 def metadata(build: str, **overrides: Any) -> dict[str, Any]:
@@ -55,8 +59,14 @@ def make_runs(*, seed: int, models: tuple[str, ...] = MODELS, tools: tuple[str, 
               status: Callable[[str, str, str, str], CellStatus] = lambda *k: CellStatus.OK,
               cell_status: Callable[[str, str, str], CellStatus | None] = lambda *k: None,
               compile_s: float | None = 2.0, rss_bytes: int = 400 * 2**20,
-              numel: bool = True) -> list[CellResult]:
+              numel: bool = True,
+              machine: Callable[[str, str, str, int], float] = lambda *k: 1.0,
+              canary: bool = True) -> list[CellResult]:
     """One `CellResult` per model x tool x task x process, seeded by `seed`.
+
+    `machine(model, tool, task, process)` is how much slower the machine was while that
+    process ran: it scales the process's values and its canary alike. `canary` False
+    writes runs without a canary, as kscperf did before results format 2.
 
     `status(model, tool, task, config)` gives a config's outcome (an incorrect config keeps
     its values, a failed one has none); `cell_status(model, tool, task)`, when not None,
@@ -74,7 +84,8 @@ def make_runs(*, seed: int, models: tuple[str, ...] = MODELS, tools: tuple[str, 
                                                reason=f"{whole.value} before configs",
                                                phase="import"))
                         continue
-                    effect = math.exp(rng.gauss(0.0, process_sd))
+                    slowness = machine(model, tool, task, process)
+                    effect = math.exp(rng.gauss(0.0, process_sd)) * slowness
                     configs_out = []
                     for config in configs:
                         key = (model, tool, task, config)
@@ -97,6 +108,8 @@ def make_runs(*, seed: int, models: tuple[str, ...] = MODELS, tools: tuple[str, 
                             else rss_bytes,
                             date="2024-05-01T12:00:00", duration_s=0.5,
                             numel=int(config) if numel and config.isdigit() else None))
+                    probes = tuple(_canary_probe(rng, when, slowness)
+                                   for when in ("before", "after")) if canary else ()
                     # A cell that ran its configs has its own fate ok, whatever theirs.
                     runs.append(CellResult(
                         model, tool, task, process, CellStatus.OK,
@@ -105,8 +118,15 @@ def make_runs(*, seed: int, models: tuple[str, ...] = MODELS, tools: tuple[str, 
                         configs=tuple(configs_out),
                         metadata={"hostname": "perf1", "cpu_model_name": "Synthetic CPU 9000",
                                   "cpu_count": 16, "platform": "Linux-6.1-x86_64",
-                                  "python_version": "3.11.7"}))
+                                  "python_version": "3.11.7"},
+                        canary=probes))
     return runs
+
+
+def _canary_probe(rng: random.Random, when: str, slowness: float) -> CanaryProbe:
+    return CanaryProbe(when, "2024-05-01T12:00:00.000", tuple(
+        (part, seconds * slowness * math.exp(rng.gauss(0.0, 0.02)))
+        for part, seconds in CANARY_S.items()))
 
 
 def write_build(path: str, build: str, *, seed: int,
