@@ -31,6 +31,7 @@ EXAMPLES = ROOT / "examples"
 WORKFLOW = EXAMPLES / "github-actions" / "nightly.yml"
 SLURM = EXAMPLES / "slurm"
 NIGHTLY = EXAMPLES / "nightly.sh"
+NIGHTLY_AB = EXAMPLES / "nightly-ab.sh"
 
 COMMAND = "run-benchmarks"
 # What an expansion becomes: a path, a label, a positive number, and `--shard "$i/$n"`
@@ -340,11 +341,12 @@ def test_shell_is_valid_bash(tmp_path: Path) -> None:
 
 
 def test_scripts_are_executable_bash() -> None:
-    for path in [NIGHTLY, SLURM / "submit.sh", SLURM / "shard.sbatch", SLURM / "merge.sbatch"]:
+    for path in [NIGHTLY, NIGHTLY_AB, SLURM / "submit.sh", SLURM / "shard.sbatch",
+                 SLURM / "merge.sbatch"]:
         first = path.read_text(encoding="utf-8").splitlines()[0]
         assert first in ("#!/usr/bin/env bash", "#!/bin/bash"), f"{path}: {first}"
         assert "set -euo pipefail" in path.read_text(encoding="utf-8"), path
-    for path in [NIGHTLY, SLURM / "submit.sh"]:
+    for path in [NIGHTLY, NIGHTLY_AB, SLURM / "submit.sh"]:
         assert os.access(path, os.X_OK), f"{path} is not executable"
 
 
@@ -420,9 +422,10 @@ TINY_FLAGS = ("--fast --values 1 --warmups 0 --min-time 0.001 --tools pt,ptnice 
               "--tasks inference,jacobian")
 
 
-def run_nightly(tmp_path: Path, **variables: str) -> subprocess.CompletedProcess[str]:
-    """examples/nightly.sh from the repository root, with this environment's run-benchmarks
-    first on PATH."""
+def run_nightly(tmp_path: Path, script: Path = NIGHTLY,
+                **variables: str) -> subprocess.CompletedProcess[str]:
+    """An examples/ script (nightly.sh unless `script`) from the repository root, with this
+    environment's run-benchmarks first on PATH."""
     command = run_benchmarks_command()
     if len(command) == 1:
         bin_dir = str(Path(command[0]).parent)
@@ -433,10 +436,10 @@ def run_nightly(tmp_path: Path, **variables: str) -> subprocess.CompletedProcess
         (shim / COMMAND).chmod(0o755)
         bin_dir = str(shim)
     env = {k: v for k, v in os.environ.items()
-           if k not in ("SUITE", "SHARDS", "RESULTS", "BUILD", "RUN_FLAGS")}
+           if k not in ("SUITE", "SHARDS", "RESULTS", "BUILD", "RUN_FLAGS", "NEW_PYTHON")}
     env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
     env.update(variables)
-    return subprocess.run(["bash", str(NIGHTLY)], cwd=ROOT, env=env, capture_output=True,
+    return subprocess.run(["bash", str(script)], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=600)
 
 
@@ -492,6 +495,42 @@ def test_nightly_sh_fails_and_says_so_when_a_cell_goes_bad(tmp_path: Path) -> No
     assert proc.returncode == 1, explain(proc)
     assert "FAILED: a cell went bad" in proc.stderr, explain(proc)
     assert (results / "bad.json").is_file() and (results / "bad.html").is_file()
+
+
+@pytest.mark.slow
+def test_nightly_ab_sh_runs_in_lockstep_with_the_last_nightly(tmp_path: Path) -> None:
+    results = tmp_path / "nightly"
+    common = {"SUITE": str(DEFS / "toy.py"), "RESULTS": str(results),
+              "NEW_PYTHON": sys.executable,
+              "RUN_FLAGS": "--processes 2 --values 2 --warmups 0 --min-time 0.001 "
+                           "--tools pt --tasks inference"}
+
+    first = run_nightly(tmp_path, NIGHTLY_AB, BUILD="one", **common)
+    assert first.returncode == 0, explain(first)
+    assert (results / "one.json").is_file() and (results / "one.html").is_file()
+    assert (results / "last-nightly.env").read_text() == f"build=one\npython={sys.executable}\n"
+
+    second = run_nightly(tmp_path, NIGHTLY_AB, BUILD="two", **common)
+    # Two builds of one code, two values each: a timing verdict is noise, and on a busy
+    # machine it can be "slower"; the script must then say so, and nothing else may fail.
+    assert second.returncode == 0 or (
+        second.returncode == 1 and "FAILED: two regressed against one" in second.stderr
+        and "cell went bad" not in second.stderr), explain(second)
+    assert "lockstep: one" in second.stderr, explain(second)
+    night = results / "ab" / "two"
+    base, new = load_doc(night / "one.json"), load_doc(night / "two.json")
+    assert base["metadata"]["lockstep_id"] == new["metadata"]["lockstep_id"]
+    assert load_doc(results / "two.json")["metadata"]["build"] == "two"
+    assert load_doc(results / "last-nightly.json")["metadata"]["build"] == "two"
+
+    # The last nightly's environment is gone: a plain run, compared with its file.
+    (results / "last-nightly.env").write_text("build=two\npython=/nonexistent/python\n")
+    third = run_nightly(tmp_path, NIGHTLY_AB, BUILD="three", **common)
+    assert third.returncode == 0 or (
+        third.returncode == 1 and "FAILED: three regressed" in third.stderr
+        and "cell went bad" not in third.stderr), explain(third)
+    assert "is gone: a plain run" in third.stderr
+    assert str(results / "last-nightly.json") in third.stdout, explain(third)
 
 
 # A stand-in for sbatch: runs the job at once, in the foreground, as Slurm would run it
