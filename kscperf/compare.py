@@ -231,6 +231,11 @@ class MachineCheck:
         """Whether the machine's speed changed between the runs beyond their noise."""
         return self.shift is not None and self.shift.shifted
 
+    @property
+    def could_have_shifted(self) -> bool:
+        """Whether the canaries cannot rule out that the machine's speed changed."""
+        return self.shift is not None and self.shift.could_have_shifted
+
 
 @dataclass(frozen=True)
 class ComparisonRow:
@@ -617,19 +622,20 @@ def _band(low: float, high: float, min_effect: float) -> int:
 
 def _machine_could_explain(est: stats.RatioEstimate, direction: int,
                            shift: machine.MachineShift, min_effect: float) -> bool:
-    """Whether a change of the machine's speed by `shift` could explain this row's verdict
-    (`direction` +1 slower, -1 faster, 0 same): a change in the machine's direction unless
-    it stands even after dividing out `MACHINE_MISMATCH` times the far end of the shift's
-    interval (in log terms); a `same` that would be a change after dividing out any value
-    in that interval. A change against the machine's direction stands."""
-    machine_direction = 1 if shift.ratio > 1 else -1
+    """Whether a change of the machine's speed within `shift`'s interval could explain this
+    row's verdict (`direction` +1 slower, -1 faster, 0 same). A slower verdict is explained
+    when the machine may have got slower (the interval reaches above 1) and the verdict
+    does not stand after dividing out the interval's high end raised to
+    `MACHINE_MISMATCH` (in log terms: the benchmark may move more than the canary); a
+    faster one likewise with the low end. A `same` hides a change when, divided by any
+    value in the interval, it would be one."""
     if direction == 0:
-        return _band(est.low / shift.low, est.high / shift.high, min_effect) != 0 \
-            and _band(est.low / shift.high, est.high / shift.low, min_effect) != 0
-    if direction != machine_direction:
+        return _band(est.low / shift.high, est.high / shift.low, min_effect) != 0
+    far = shift.high if direction > 0 else shift.low
+    if not math.isfinite(far) or (far <= 1 if direction > 0 else far >= 1):
         return False
-    far = (shift.high if machine_direction > 0 else shift.low) ** MACHINE_MISMATCH
-    return _band(est.low / far, est.high / far, min_effect) != direction
+    scale = far ** MACHINE_MISMATCH
+    return _band(est.low / scale, est.high / scale, min_effect) != direction
 
 
 def _machine_verdict(c: _Compared, direction: int, shift: machine.MachineShift | None,
@@ -643,7 +649,7 @@ def _machine_verdict(c: _Compared, direction: int, shift: machine.MachineShift |
         if stats.classify_change(usual.ratio, usual.p_value, min_effect=min_effect,
                                  alpha=alpha) != direction:
             return True
-    if shift is None or not shift.shifted or not math.isfinite(c.estimate.low):
+    if shift is None or not shift.could_have_shifted or not math.isfinite(c.estimate.low):
         return False
     return _machine_could_explain(c.estimate, direction, shift, min_effect)
 

@@ -262,9 +262,14 @@ def _speed_shift_line(check: MachineCheck) -> str:
         return ("machine speed: not compared (the two builds of one `ab` run share the "
                 "machine's state pair by pair).")
     interval = format_interval(shift.low, shift.high)
-    if not shift.shifted:
+    if shift.state is machine.ShiftState.UNCHANGED:
         return (f"machine speed: unchanged (canary NEW/BASE {format_ratio(shift.ratio)} "
                 f"{interval}).")
+    if shift.state is machine.ShiftState.UNRESOLVED:
+        return (f"machine speed: unresolved (canary NEW/BASE {format_ratio(shift.ratio)} "
+                f"{interval}): too few or too noisy canaries to tell whether the machine "
+                "changed; time verdicts a change within that interval could explain are "
+                "machine-shift.")
     slower = "slower" if shift.ratio > 1 else "faster"
     return (f"machine changed: NEW's machine ran {format_ratio(max(shift.ratio, 1 / shift.ratio))}"
             f" {slower} than BASE's by the canary (NEW/BASE {format_ratio(shift.ratio)} "
@@ -437,7 +442,7 @@ def _machine_json(check: MachineCheck) -> dict[str, Any]:
             "shift": None if shift is None else {
                 "ratio": _number(shift.ratio), "ratio_low": _number(shift.low),
                 "ratio_high": _number(shift.high), "p_value": _number(shift.p_value),
-                "shifted": shift.shifted}}
+                "state": shift.state.value, "shifted": shift.shifted}}
 
 
 def _format_json(comparison: Comparison, only_changed: bool) -> str:

@@ -9,6 +9,7 @@ docs/method.md, "Machine speed".
 
 from __future__ import annotations
 
+import enum
 import math
 import statistics
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ __all__ = [
     "ODD_STATE_FACTOR",
     "ProcessSpeed",
     "MachineSpeed",
+    "ShiftState",
     "MachineShift",
     "probe_score",
     "machine_speed",
@@ -76,17 +78,34 @@ class MachineSpeed:
         return frozenset((p.cell, p.process_index) for p in self.odd)
 
 
+class ShiftState(enum.StrEnum):
+    """Whether the machine's speed changed between two runs."""
+
+    UNCHANGED = "unchanged"    # the whole interval lies within SHIFT_MIN_EFFECT of 1
+    CHANGED = "changed"        # significant, and at least SHIFT_MIN_EFFECT from 1
+    UNRESOLVED = "unresolved"  # neither: too few or too noisy canaries to tell
+
+
 @dataclass(frozen=True)
 class MachineShift:
     """NEW's machine speed against BASE's as a ratio of canary medians (above 1: NEW's
-    machine was slower) with its (1 - alpha) interval and p-value; `shifted` when the
-    ratio is significant and at least `SHIFT_MIN_EFFECT` away from 1."""
+    machine was slower) with its (1 - alpha) interval and p-value, and what that says."""
 
     ratio: float
     low: float
     high: float
     p_value: float
-    shifted: bool
+    state: ShiftState
+
+    @property
+    def shifted(self) -> bool:
+        """Whether the machine changed speed."""
+        return self.state is ShiftState.CHANGED
+
+    @property
+    def could_have_shifted(self) -> bool:
+        """Whether a change of the machine's speed cannot be ruled out."""
+        return self.state is not ShiftState.UNCHANGED
 
 
 def probe_score(probe: CanaryProbe) -> float | None:
@@ -134,12 +153,20 @@ def compare_machine_speeds(base: MachineSpeed, new: MachineSpeed, *,
                            alpha: float = stats.ALPHA) -> MachineShift:
     """NEW's machine against BASE's, by the same test `compare` uses for a benchmark (each
     process's canary score is one process's value), over the processes in the run's usual
-    state. A shift needs a p-value under `alpha` and a ratio beyond `SHIFT_MIN_EFFECT`."""
+    state. CHANGED needs a p-value under `alpha` and a ratio beyond `SHIFT_MIN_EFFECT`;
+    UNCHANGED, an interval wholly within `SHIFT_MIN_EFFECT` of 1; otherwise UNRESOLVED."""
     estimate = stats.compare_samples(_usual_scores(base), _usual_scores(new), alpha=alpha)
     direction = stats.classify_change(estimate.ratio, estimate.p_value,
                                       min_effect=SHIFT_MIN_EFFECT, alpha=alpha)
-    return MachineShift(estimate.ratio, estimate.low, estimate.high, estimate.p_value,
-                        shifted=direction != 0)
+    limit = math.log1p(SHIFT_MIN_EFFECT)
+    if direction != 0:
+        state = ShiftState.CHANGED
+    elif estimate.low > 0 and abs(math.log(estimate.low)) < limit \
+            and abs(math.log(estimate.high)) < limit:
+        state = ShiftState.UNCHANGED
+    else:
+        state = ShiftState.UNRESOLVED
+    return MachineShift(estimate.ratio, estimate.low, estimate.high, estimate.p_value, state)
 
 
 def _usual_scores(speed: MachineSpeed) -> list[list[float]]:

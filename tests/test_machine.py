@@ -199,3 +199,20 @@ def test_a_malformed_canary_is_refused_with_one_line(tmp_path: Path, bad: dict) 
     Path(path).write_text(json.dumps(doc))
     with pytest.raises(compare.KscperfError, match="malformed 'kscperf' section"):
         load_results(path)
+
+
+def test_canaries_too_noisy_to_tell_leave_the_machine_unresolved(tmp_path: Path) -> None:
+    # NEW's processes met the machine in states 0.9x-1.15x: its canary median moved, but
+    # not significantly. pt also got 1.15x slower, which such a machine could explain.
+    states = {("pt", 0): 1.0, ("pt", 1): 1.15, ("pt", 2): 0.9,
+              ("ptnice", 0): 1.1, ("ptnice", 1): 0.95, ("ptnice", 2): 1.12}
+    c = _compare(tmp_path, {}, {"machine": lambda m, t, k, p: states[t, p],
+                                "factor": lambda m, t, k, cfg: 1.15 if t == "pt" else 1.0})
+    shift = c.machine.shift
+    assert shift is not None and shift.state is machine.ShiftState.UNRESOLVED
+    assert not c.machine.shifted and c.machine.could_have_shifted
+    assert shift.low < 1 < shift.high
+    verdicts = _time_verdicts(c)
+    assert Verdict.SLOWER not in verdicts.values() and Verdict.FASTER not in verdicts.values()
+    assert not c.has_regression
+    assert formatting.machine_lines(c.machine)[0].startswith("machine speed: unresolved")
