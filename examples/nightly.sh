@@ -18,7 +18,8 @@
 #
 # It writes RESULTS/shards/BUILD/shard-I-of-N.json (one per shard), RESULTS/BUILD.json (the
 # merged build), RESULTS/BUILD.html (the report; with a last nightly, its comparison with
-# it) and RESULTS/last-nightly.json (a copy of the last nightly: this build, once merged).
+# it), RESULTS/last-nightly.json (a copy of the last nightly: this build, once merged), the
+# history store RESULTS/history/ and the dashboard RESULTS/dashboard/index.html.
 # The shards of one build all get the same SUITE, RUN_FLAGS and --balance file (the last
 # nightly, when there is one), as merge requires.
 #
@@ -106,9 +107,10 @@ fi
 cp "$merged" "$RESULTS/last-nightly.json.new"
 mv "$RESULTS/last-nightly.json.new" "$RESULTS/last-nightly.json"
 
-# When the history store lands: add the build to it and rebuild the dashboard here, e.g.
-#   run-benchmarks history add "$merged"
-#   run-benchmarks dashboard ...
+# The build joins the history store, kept in commit order, and the dashboard is rebuilt
+# from every build the store holds (docs/dashboard.md).
+run-benchmarks history add "$merged" --store "$RESULTS/history"
+run-benchmarks dashboard --store "$RESULTS/history" -o "$RESULTS/dashboard"
 
 regressed=no
 compared=no

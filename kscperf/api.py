@@ -23,7 +23,12 @@ from kscperf.errors import KscperfError
 from kscperf.session import Build, OnProgress, RunConfig, SessionResult, prepare_session
 
 __all__ = ["run", "run_checks", "run_ab", "load", "compare_builds", "write_report",
-           "merge_shards", "Build", "RunConfig", "SessionResult"]
+           "merge_shards", "history_add", "history_rebuild", "history_changes",
+           "history_check", "build_dashboard", "DEFAULT_STORE", "Build", "RunConfig",
+           "SessionResult"]
+
+# The store folder when none is given.
+DEFAULT_STORE = "history"
 
 ResultsLike = str | _results.LoadedResults
 
@@ -114,3 +119,56 @@ def merge_shards(paths: Sequence[str], output: str, *, allow_partial: bool = Fal
     _results.check_writable(output, replace=False)
     _results.merge_results(list(paths), output, allow_partial=allow_partial)
     return output
+
+
+def history_add(paths: Sequence[str], store: str = DEFAULT_STORE, *,
+                machine: str | None = None, allow_incomplete: bool = False) -> list[Any]:
+    """Add the results files `paths` to the history store `store` (created when missing),
+    all or none, and return the `history.StoredBuild`s added. A file that is not a kscperf
+    results file, is incomplete (unless `allow_incomplete`), or is already in the store
+    raises KscperfError naming it, and the store is left as it was. `machine` names the
+    machine class (default: the host that ran the file)."""
+    from kscperf import history
+
+    with history.open_store(store, create=True) as opened:
+        return opened.add_builds(list(paths), machine=machine,
+                                 allow_incomplete=allow_incomplete)
+
+
+def history_rebuild(store: str = DEFAULT_STORE) -> int:
+    """Recreate the index of `store` from its results files; return how many builds it
+    holds."""
+    from kscperf import history
+
+    history.open_store(store).close()  # KscperfError for a folder that is not a store
+    with history.rebuild_index(store) as opened:
+        return len(opened.builds())
+
+
+def history_changes(store: str = DEFAULT_STORE, *, min_effect: float = 0.05) -> list[Any]:
+    """Every change found in the history store (`history.HistoryChange`s: slower, faster,
+    environment or status), newest first within each machine class, regressions first."""
+    from kscperf import history
+
+    with history.open_store(store) as opened:
+        return history.find_changes(opened, min_effect=min_effect)
+
+
+def history_check(store: str = DEFAULT_STORE, *, min_effect: float = 0.05) -> Any:
+    """The store's changes and the regressions opened by its newest build
+    (`history.HistoryCheck`; `.failed` when there are any)."""
+    from kscperf import history
+
+    with history.open_store(store) as opened:
+        return history.check_newest(opened, min_effect=min_effect)
+
+
+def build_dashboard(store: str = DEFAULT_STORE, output: str = "dashboard", *,
+                    min_effect: float = 0.05) -> str:
+    """Write the static dashboard of the history store `store` into the folder `output`
+    (index.html and one page per model and per benchmark; it opens from disk with no
+    server and no network) and return the path of its front page."""
+    from kscperf import dashboard, history
+
+    with history.open_store(store) as opened:
+        return dashboard.write_dashboard(opened, output, min_effect=min_effect)

@@ -3,8 +3,9 @@ subcommand over the Python API, and the only module that prints. A `KscperfError
 one line on stderr and exit status 2.
 
 Exit status: 0 when every cell is ok, skipped or unsupported; 1 when any is incorrect,
-failed, timeout, crashed or oom, or a definition module is broken (results still written);
-2 for bad usage or unreadable input; 130 when interrupted (what was measured is written).
+failed, timeout, crashed or oom, or a definition module is broken (results still written),
+and for `history check` when the newest build opened a regression; 2 for bad usage or
+unreadable input; 130 when interrupted (what was measured is written).
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from kscperf.errors import CellStatus, KscperfError
 
 __all__ = ["main", "build_parser"]
 
-SUBCOMMANDS = ("run", "ab", "list", "check", "compare", "report", "merge")
+SUBCOMMANDS = ("run", "ab", "list", "check", "compare", "report", "merge", "history",
+               "dashboard")
 
 
 def _number(convert: Callable[[str], Any], noun: str, valid: Callable[[Any], bool],
@@ -194,7 +196,45 @@ def build_parser() -> argparse.ArgumentParser:
     mrg.add_argument("-o", "--output", required=True, metavar="FILE")
     mrg.add_argument("--allow-partial", action="store_true",
                      help="merge even with shards missing; the result is marked incomplete")
+    _add_history(sub)
     return parser
+
+
+def _add_store(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", default="history", metavar="DIR",
+                   help="the history store folder (default: history)")
+
+
+def _add_history(sub: Any) -> None:
+    hist = sub.add_parser(
+        "history", help="keep builds in a history store and find the changes over them",
+        description="A history store keeps results files in build order with an SQLite "
+                    "index; see docs/dashboard.md.")
+    actions = hist.add_subparsers(dest="action", metavar="ACTION", required=True)
+    add = actions.add_parser("add", help="add results files to the store (all or none)")
+    add.add_argument("files", nargs="+", metavar="FILE")
+    _add_store(add)
+    add.add_argument("--machine", metavar="CLASS",
+                     help="the machine class of these files (default: their host)")
+    add.add_argument("--allow-incomplete", action="store_true",
+                     help="accept interrupted runs and partial merges")
+    rebuild = actions.add_parser("rebuild", help="recreate the index from the stored files")
+    _add_store(rebuild)
+    for name, text in (("changes", "list every change found in the store"),
+                       ("check", "exit 1 when the newest build opens a regression; print a "
+                                 "markdown summary")):
+        p = actions.add_parser(name, help=text)
+        _add_store(p)
+        p.add_argument("--min-effect", type=_positive_float, default=0.05,
+                       help="smallest relative change called faster/slower (default 0.05)")
+        if name == "changes":
+            p.add_argument("--format", choices=("table", "markdown", "json"), default="table")
+    dash = sub.add_parser("dashboard", help="write the static dashboard of a history store")
+    _add_store(dash)
+    dash.add_argument("-o", "--output", required=True, metavar="DIR",
+                      help="the folder to write (index.html and the pages)")
+    dash.add_argument("--min-effect", type=_positive_float, default=0.05,
+                      help="smallest relative change called faster/slower (default 0.05)")
 
 
 # argparse destination -> RunConfig field, for the options a subcommand has.
@@ -387,9 +427,47 @@ def cmd_merge(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_history(args: argparse.Namespace) -> int:
+    """`history add|rebuild|changes|check`: the history store."""
+    from kscperf import api, history
+    from kscperf.formatting import (
+        build_text,
+        format_history_changes,
+        format_history_check,
+        safe_text,
+    )
+
+    if args.action == "add":
+        added = api.history_add(args.files, args.store, machine=args.machine,
+                                allow_incomplete=args.allow_incomplete)
+        for b in added:
+            print(safe_text(f"added {build_text(b.label, b.git_commit)} ({b.machine_class}, "
+                            f"build {b.position + 1}) as {b.file}"))
+        return 0
+    if args.action == "rebuild":
+        print(f"rebuilt the index of {args.store}: {api.history_rebuild(args.store)} builds")
+        return 0
+    if args.action == "changes":
+        changes = api.history_changes(args.store, min_effect=args.min_effect)
+        print(format_history_changes(changes, args.format))
+        return 0
+    check = api.history_check(args.store, min_effect=args.min_effect)
+    print(format_history_check(check, history.confirm_commands))
+    return 1 if check.failed else 0
+
+
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    """`dashboard`: the static site of a history store."""
+    from kscperf import api
+
+    print(f"wrote {api.build_dashboard(args.store, args.output, min_effect=args.min_effect)}")
+    return 0
+
+
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "run": cmd_run, "ab": cmd_ab, "list": cmd_list, "check": cmd_check, "compare": cmd_compare,
-    "report": cmd_report, "merge": cmd_merge,
+    "report": cmd_report, "merge": cmd_merge, "history": cmd_history,
+    "dashboard": cmd_dashboard,
 }
 
 

@@ -111,15 +111,18 @@ def torch_info(device: str) -> dict[str, Any]:
 
 
 def git_info(path: str) -> dict[str, Any]:
-    """The commit and dirty flag of the git work tree holding `path`, or {} outside one."""
+    """The commit, its committer date (ISO 8601, which orders builds in a history store) and
+    the dirty flag of the git work tree holding `path`, or {} outside one."""
     try:
-        commit = subprocess.run(["git", "-C", path, "rev-parse", "HEAD"], capture_output=True,
-                                text=True, timeout=10)
-        if commit.returncode != 0:
+        commit = subprocess.run(["git", "-C", path, "log", "-1", "--format=%H %cI"],
+                                capture_output=True, text=True, timeout=10)
+        if commit.returncode != 0 or not commit.stdout.strip():
             return {}
+        sha, _, commit_date = commit.stdout.strip().partition(" ")
         status = subprocess.run(["git", "-C", path, "status", "--porcelain",
                                  "--untracked-files=no"], capture_output=True, text=True,
                                 timeout=30)
-        return {"git_commit": commit.stdout.strip(), "git_dirty": bool(status.stdout.strip())}
+        return {"git_commit": sha, "git_commit_date": commit_date,
+                "git_dirty": bool(status.stdout.strip())}
     except (OSError, subprocess.SubprocessError):
         return {}

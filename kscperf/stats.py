@@ -12,6 +12,7 @@ Why this method, and a seeded simulation of its false-verdict rates: docs/method
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ __all__ = [
     "adjust_p_values",
     "classify_change",
     "min_detectable_effect",
+    "detectable_spread_of_runs",
     "min_detectable_effect_of_runs",
     "geometric_mean",
     "geometric_mean_interval",
@@ -306,35 +308,48 @@ def min_detectable_effect(se_log: float, df: float, *, alpha: float = ALPHA,
         return math.nan
     if se_log == 0.0:
         return 0.0
+    return math.expm1(_detectable_z(alpha, power, df) * se_log)
+
+
+@functools.lru_cache(maxsize=1024)
+def _detectable_z(alpha: float, power: float, df: float) -> float:
+    """t[1 - alpha/2] + t[power] with `df` degrees of freedom. Cached: a history store asks
+    for it once per benchmark and build, with a handful of distinct `df`, and scipy takes a
+    millisecond a call."""
     from scipy import stats as sps
 
     if math.isinf(df):
-        z = float(sps.norm.ppf(1.0 - alpha / 2.0) + sps.norm.ppf(power))
-    else:
-        z = float(sps.t.ppf(1.0 - alpha / 2.0, df) + sps.t.ppf(power, df))
-    return math.expm1(z * se_log)
+        return float(sps.norm.ppf(1.0 - alpha / 2.0) + sps.norm.ppf(power))
+    return float(sps.t.ppf(1.0 - alpha / 2.0, df) + sps.t.ppf(power, df))
+
+
+def detectable_spread_of_runs(runs: Sequence[Sequence[float]]) -> tuple[float, float]:
+    """(standard error of log(ratio), degrees of freedom) of one build's benchmark against a
+    future build with the same spread and the same number of processes: what
+    `min_detectable_effect` turns into a minimum detectable effect. Uses per-process medians
+    with `MIN_PROCESSES` or more processes, else pooled values; (NaN, NaN) when there is too
+    little to estimate a spread. Needs no scipy, so a caller can keep it and convert later."""
+    medians = process_medians(runs)
+    if len(medians) >= MIN_PROCESSES:
+        logs = [math.log(v) for v in medians]
+        k = len(logs)
+        return math.sqrt(2.0 * statistics.variance(logs) / k), 2.0 * (k - 1)
+    values = [v for r in runs for v in _positive(r)]
+    if len(values) < 2:
+        return math.nan, math.nan
+    logs = [math.log(v) for v in values]
+    # Standard error of a median of n normal values is about sqrt(pi/2) * sd / sqrt(n).
+    se_one = math.sqrt(math.pi / 2.0) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return math.sqrt(2.0) * se_one, float(len(logs) - 1)
 
 
 def min_detectable_effect_of_runs(runs: Sequence[Sequence[float]], *, alpha: float = ALPHA,
                                   power: float = DEFAULT_POWER) -> float:
     """The `min_detectable_effect` of one build's benchmark against a future build with the
-    same spread and the same number of processes (what a report of a single build can say).
-    Uses per-process medians with `MIN_PROCESSES` or more processes, else pooled values;
-    NaN when there is too little to estimate a spread."""
-    medians = process_medians(runs)
-    if len(medians) >= MIN_PROCESSES:
-        logs = [math.log(v) for v in medians]
-        k = len(logs)
-        se = math.sqrt(2.0 * statistics.variance(logs) / k)
-        return min_detectable_effect(se, 2.0 * (k - 1), alpha=alpha, power=power)
-    values = [v for r in runs for v in _positive(r)]
-    if len(values) < 2:
-        return math.nan
-    logs = [math.log(v) for v in values]
-    # Standard error of a median of n normal values is about sqrt(pi/2) * sd / sqrt(n).
-    se_one = math.sqrt(math.pi / 2.0) * statistics.stdev(logs) / math.sqrt(len(logs))
-    return min_detectable_effect(math.sqrt(2.0) * se_one, float(len(logs) - 1), alpha=alpha,
-                                 power=power)
+    same spread and the same number of processes (what a report of a single build can say),
+    from `detectable_spread_of_runs`; NaN when there is too little to estimate a spread."""
+    se, df = detectable_spread_of_runs(runs)
+    return min_detectable_effect(se, df, alpha=alpha, power=power)
 
 
 def geometric_mean(values: Sequence[float]) -> float:

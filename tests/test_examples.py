@@ -273,14 +273,13 @@ def test_the_examples_exist_and_each_merges_and_compares() -> None:
         assert any(a[:1] == ["report"] for a in argvs), f"examples/{example}: no report"
 
 
-def test_history_and_dashboard_are_marked_comments() -> None:
-    """Until those commands exist, each example shows the step as a comment."""
+def test_each_pipeline_adds_the_build_to_the_store_and_rebuilds_the_dashboard() -> None:
     for example in PIPELINES:
         paths = [EXAMPLES / example] if (EXAMPLES / example).is_file() else \
             sorted((EXAMPLES / example).rglob("*"))
         text = "\n".join(p.read_text(encoding="utf-8") for p in paths if p.is_file())
-        assert re.search(r"^\s*#.*history store lands", text, re.M), example
-        assert re.search(r"^\s*#\s*run-benchmarks history add", text, re.M), example
+        assert re.search(r"^\s*run-benchmarks history add .*--store", text, re.M), example
+        assert re.search(r"^\s*run-benchmarks dashboard --store .* -o ", text, re.M), example
 
 
 def test_the_checker_catches_what_would_break() -> None:
@@ -302,7 +301,7 @@ def test_the_checker_catches_what_would_break() -> None:
     assert "--fail-on-regresion" in (parse_error(argvs(typo)[0]) or "")
     missing_value = "run-benchmarks merge a.json b.json -o\n"
     assert parse_error(argvs(missing_value)[0]) is not None
-    assert "not a command" in (parse_error(argvs('run-benchmarks history add "$x"\n')[0]) or "")
+    assert "not a command" in (parse_error(argvs('run-benchmarks frobnicate "$x"\n')[0]) or "")
     inside = 'out=$(run-benchmarks merge a.json -o b.json --bogus)\n'
     assert argvs(inside) == [["merge", "a.json", "-o", "b.json", "--bogus"]]
     assert parse_error(argvs(inside)[0]) is not None
@@ -480,6 +479,9 @@ def test_nightly_sh_runs_twice_and_compares_with_the_last_nightly(tmp_path: Path
     html = (results / "two.html").read_text(encoding="utf-8")
     assert "two" in html and "one" in html
     assert load_doc(results / "last-nightly.json")["metadata"]["build"] == "two"
+    # Both nights are in the store, in order, and on the dashboard.
+    assert len(list((results / "history" / "builds").glob("*.json"))) == 2
+    assert "one" in (results / "dashboard" / "index.html").read_text(encoding="utf-8")
 
     again = run_nightly(tmp_path, BUILD="two", **common)
     assert again.returncode == 2 and "exists already" in again.stderr, explain(again)
@@ -606,6 +608,8 @@ def test_slurm_scripts_run_under_a_stand_in_for_sbatch(tmp_path: Path) -> None:
     assert merged["metadata"]["build"] == "two" and len(cell_names(merged)) == 4
     assert (results / "two.html").is_file()
     assert load_doc(results / "last-nightly.json")["metadata"]["build"] == "two"
+    assert len(list((results / "history" / "builds").glob("*.json"))) == 2
+    assert (results / "dashboard" / "index.html").is_file()
     # The shards balanced by, and the merge job compared with, the copy of build one.
     baseline = results / "shards" / "two" / "last-nightly.json"
     assert load_doc(baseline)["metadata"]["build"] == "one"

@@ -16,7 +16,8 @@ TORCH_FREE = ["kscperf", "kscperf.api", "kscperf.cli", "kscperf.session", "kscpe
               "kscperf.schedule", "kscperf.launch", "kscperf.outcome", "kscperf.workerenv",
               "kscperf.lockstep", "kscperf.names", "kscperf.results", "kscperf.compare",
               "kscperf.report", "kscperf.definitions", "kscperf.spec", "kscperf.errors",
-              "kscperf.envinfo", "kscperf.tools", "kscperf.measure"]
+              "kscperf.envinfo", "kscperf.tools", "kscperf.measure", "kscperf.history",
+              "kscperf.dashboard", "kscperf.sparklines"]
 
 
 @pytest.mark.parametrize("module", TORCH_FREE)

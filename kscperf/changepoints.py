@@ -1,0 +1,530 @@
+"""Change points over the history of one benchmark series: pure statistics beside `stats`.
+
+A series is one benchmark and kind on one machine class, one `BuildPoint` per build in build
+order. `detect_series` finds, in one series, the candidate steps of its level (with the
+p-values of the test `compare` uses) and the environment and status events;
+`control_fdr` then keeps the steps that survive Benjamini-Hochberg across every series of the
+store. The method, its choices and its measured accuracy: docs/changepoints.md.
+
+No I/O, no formatting, no torch. numpy is imported inside the functions that need it, like
+`stats` does, so importing this module stays cheap for the CLI.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Hashable, Mapping, Sequence, TypeVar
+
+from kscperf import stats
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = [
+    "SEARCH_PENALTY",
+    "MIN_SIDE_BUILDS",
+    "BLIP_SDS",
+    "MIN_BUILDS_AS_UNITS",
+    "SHORT_HISTORY",
+    "BuildPoint",
+    "Change",
+    "detect_series",
+    "control_fdr",
+    "series_min_detectable",
+    "segments",
+]
+
+# The status whose values give a series its level; other statuses are events, not levels.
+_OK = "ok"
+
+# Binary segmentation splits a stretch of builds while the split explains more than this many
+# times log(builds) of the build-to-build noise variance: Schwarz's log n per parameter
+# (BIC/SIC), tripled for heavier tails than a normal's. It only proposes cuts: the tests
+# decide, so a generous search costs time, not false changes.
+SEARCH_PENALTY = 3.0
+
+# Fewest differences of consecutive builds from which the build-to-build spread is
+# estimated for the minimum detectable effect; in a shorter history one step would be most
+# of the estimate, and only the builds' own minimum detectable effects count.
+_MIN_DIFFERENCES = 10
+
+# A build whose level is this many noise standard deviations away from each of its
+# neighbours (two on each side), in the same direction, is a blip: an outlier.
+BLIP_SDS = 4.0
+
+# Persistence: a level must hold for this many builds on each side of a step. A single build
+# that differs and reverts is an outlier, not a change.
+MIN_SIDE_BUILDS = 2
+
+# Fewest builds on each side of a step for the builds to be the unit of replication of its
+# test; with fewer, Welch's t on per-build medians has under 5 degrees of freedom on a side
+# and can detect little, so the sides' processes are pooled (see `_step_estimate`).
+MIN_BUILDS_AS_UNITS = 6
+
+# An environment segment with fewer usable builds than this is a short history: its single
+# best split is always tested (the search's noise estimate needs more builds), and a side
+# that reaches the segment's edge may hold one build.
+SHORT_HISTORY = 2 * MIN_SIDE_BUILDS + 1
+
+# MAD to standard deviation for normal data.
+_MAD_TO_SD = 1.4826
+
+# Differences of consecutive levels beyond this many (robust) standard deviations are steps
+# or blips, left out of the noise estimate; the variance of a standard normal truncated to
+# +-_TRIM is _TRIMMED_VARIANCE: 1 - 2 c phi(c) / (2 Phi(c) - 1) at c = 3.
+_TRIM = 3.0
+_TRIMMED_VARIANCE = 0.9733
+
+_Key = TypeVar("_Key", bound=Hashable)
+
+
+@dataclass(frozen=True)
+class BuildPoint:
+    """One build's data in one series.
+
+    `samples` are the build's per-process medians (seconds, bytes...), empty when none is
+    usable; `status` the cell status ("ok", "incorrect", "failed", "timeout", ...; "missing"
+    when absent); `environment` a fingerprint whose change between builds is an environment
+    event, `environment_detail` its text for humans; `min_detectable` the build's minimum
+    detectable effect as a fraction (0.05 = 5 %), if known.
+    """
+
+    samples: tuple[float, ...]
+    status: str
+    environment: str
+    environment_detail: str = ""
+    min_detectable: float | None = None
+
+
+@dataclass(frozen=True)
+class Change:
+    """One event on a series' timeline, between build `before` (the last build before it,
+    an index into the series) and build `after` (the first build after it).
+
+    `kind` is "slower" or "faster" (a step of the level: `ratio` is the after/before level,
+    a ratio of medians, with its interval `low`..`high` and the raw `p_value` of the test),
+    "environment" or "status" (no ratio or p-value). `detail` says what changed for humans.
+    `confirmed` is False for a step opened by the newest build alone, which persistence
+    cannot show yet. `q_value` is set by `control_fdr`; `min_effect` is the threshold the
+    step had to reach: max(the minimum effect asked, the series' minimum detectable effect).
+    """
+
+    kind: str
+    before: int
+    after: int
+    ratio: float | None
+    low: float | None
+    high: float | None
+    p_value: float | None
+    detail: str
+    confirmed: bool = True
+    q_value: float | None = None
+    min_effect: float | None = None
+
+    @property
+    def is_step(self) -> bool:
+        """True for a step of the level ("slower" or "faster")."""
+        return self.kind in ("slower", "faster")
+
+
+@dataclass(frozen=True)
+class _Series:
+    """The builds of one environment segment that give the level: status ok with at least
+    one usable sample. `index` maps a position here to the build's index in the series."""
+
+    index: tuple[int, ...]
+    samples: tuple[tuple[float, ...], ...]
+    levels: np.ndarray  # each build's level: the mean log of its per-process medians
+    newest: bool  # the segment is the series' last: its last build may open a change alone
+
+
+def _usable_samples(point: BuildPoint) -> tuple[float, ...]:
+    # Logs need positive finite numbers; NaN marks a value the run could not give.
+    return tuple(float(v) for v in point.samples
+                 if isinstance(v, (int, float)) and math.isfinite(v) and v > 0)
+
+
+def _environment_spans(points: Sequence[BuildPoint]) -> list[tuple[int, int]]:
+    """[start, end) index ranges of builds sharing one environment. A build without a
+    fingerprint (a missing cell) belongs to the span around it."""
+    spans: list[tuple[int, int]] = []
+    start, current = 0, ""
+    for i, point in enumerate(points):
+        if point.environment and current and point.environment != current:
+            spans.append((start, i))
+            start = i
+        if point.environment:
+            current = point.environment
+    spans.append((start, len(points)))
+    return spans
+
+
+def _environment_events(points: Sequence[BuildPoint],
+                        spans: list[tuple[int, int]]) -> list[Change]:
+    events = []
+    for (_, end), (start, _) in zip(spans, spans[1:]):
+        before = max((i for i in range(end) if points[i].environment), default=end - 1)
+        old, new = points[before], points[start]
+        detail = (f"{old.environment_detail or old.environment} → "
+                  f"{new.environment_detail or new.environment}")
+        events.append(Change("environment", before, start, None, None, None, None, detail))
+    return events
+
+
+def _status_events(points: Sequence[BuildPoint]) -> list[Change]:
+    return [Change("status", i - 1, i, None, None, None, None,
+                   f"{points[i - 1].status} → {points[i].status}")
+            for i in range(1, len(points)) if points[i].status != points[i - 1].status]
+
+
+def _level_series(points: Sequence[BuildPoint], spans: list[tuple[int, int]]
+                  ) -> list[_Series]:
+    """The builds that give the level, per environment span. One pass of numpy over all
+    samples: a 365-build series must take well under a millisecond here."""
+    import numpy as np
+
+    ok = [i for i, p in enumerate(points) if p.status == _OK and p.samples]
+    raw = [points[i].samples for i in ok]
+    counts = np.array([len(r) for r in raw], dtype=int)
+    values = np.fromiter((v for r in raw for v in r), dtype=float, count=int(counts.sum()))
+    with np.errstate(invalid="ignore"):
+        usable = np.isfinite(values) & (values > 0)
+    logs = np.log(np.where(usable, values, 1.0), where=usable, out=np.zeros_like(values))
+    ends = np.cumsum(counts)
+    n_usable = np.diff(np.concatenate(([0], np.cumsum(usable)[ends - 1] if ends.size else [])))
+    sums = np.diff(np.concatenate(([0.0], np.cumsum(logs)[ends - 1] if ends.size else [])))
+    out = []
+    for k, (start, end) in enumerate(spans):
+        kept = [j for j, i in enumerate(ok) if start <= i < end and n_usable[j] > 0]
+        out.append(_Series(
+            tuple(ok[j] for j in kept),
+            tuple(raw[j] if n_usable[j] == counts[j] else _usable_samples(points[ok[j]])
+                  for j in kept),
+            sums[kept] / n_usable[kept], k == len(spans) - 1))
+    return out
+
+
+def _level_noise_sd(series_list: Sequence[_Series]) -> tuple[float, int]:
+    """The standard deviation of one build's log level around its segment's level, from the
+    median absolute difference of consecutive builds (robust to steps and blips), with the
+    number of differences it rests on; (NaN, 0) with fewer than 2."""
+    import numpy as np
+
+    diffs = [np.diff(s.levels) for s in series_list if len(s.index) >= 2]
+    d = np.concatenate(diffs) if diffs else np.empty(0)
+    if d.size < 2:
+        return math.nan, int(d.size)
+    rough = _MAD_TO_SD * float(np.median(np.abs(d)))
+    # The MAD is robust but wastes two thirds of the data; the root mean square of the
+    # differences within _TRIM rough sds (steps and blips fall outside), corrected for the
+    # trimming, is robust too and about as precise as a plain standard deviation.
+    inside = d[np.abs(d) <= _TRIM * rough]
+    if rough == 0.0 or inside.size < 2:
+        return rough / math.sqrt(2.0), int(d.size)
+    sd = math.sqrt(float(np.mean(inside * inside)) / _TRIMMED_VARIANCE)
+    return sd / math.sqrt(2.0), int(inside.size)
+
+
+def _per_build_min_detectable(points: Sequence[BuildPoint], alpha: float) -> float:
+    """The median of the builds' own minimum detectable effects; where none is given, that
+    of the median within-build spread (what `compare` would say of one build)."""
+    given = [p.min_detectable for p in points if p.min_detectable is not None
+             and math.isfinite(p.min_detectable)]
+    if given:
+        return statistics.median(given)
+    spreads = []
+    for p in points:
+        logs = [math.log(v) for v in _usable_samples(p)]
+        if p.status == _OK and len(logs) >= stats.MIN_PROCESSES:
+            spreads.append((statistics.variance(logs), len(logs)))
+    if not spreads:
+        return math.nan
+    variance = statistics.median(v for v, _ in spreads)
+    k = statistics.median(n for _, n in spreads)
+    return stats.min_detectable_effect(math.sqrt(2.0 * variance / k), 2.0 * (k - 1),
+                                       alpha=alpha)
+
+
+def series_min_detectable(points: Sequence[BuildPoint], *, alpha: float = stats.ALPHA
+                          ) -> float:
+    """The series' own minimum detectable effect (0.05 = 5 %): the larger of what one build's
+    processes allow (`stats.min_detectable_effect`, as `compare` reports it) and what the
+    build-to-build spread of the series allows for one build against the next (once the
+    series has 10 consecutive pairs of usable builds). NaN when neither can be estimated. No
+    step smaller than this is reported."""
+    return _min_detectable(points, _level_series(points, _environment_spans(points)), alpha)
+
+
+def _min_detectable(points: Sequence[BuildPoint], levels: list[_Series], alpha: float
+                    ) -> float:
+    sd, n_diffs = _level_noise_sd(levels)
+    between = (stats.min_detectable_effect(math.sqrt(2.0) * sd, float(n_diffs - 1),
+                                           alpha=alpha)
+               if math.isfinite(sd) and n_diffs >= _MIN_DIFFERENCES else math.nan)
+    within = _per_build_min_detectable(points, alpha)
+    finite = [v for v in (between, within) if math.isfinite(v)]
+    return max(finite) if finite else math.nan
+
+
+def _best_split(y: np.ndarray, a: int, b: int) -> tuple[int, float]:
+    """The split c of y[a:b] (y[a:c] | y[c:b], both non-empty) that removes the most squared
+    error from one constant level, and that reduction; (-1, 0.0) with fewer than 2 builds.
+    One pass of cumulative sums: O(b - a)."""
+    import numpy as np
+
+    m = b - a
+    if m < 2:
+        return -1, 0.0
+    sums = np.cumsum(y[a:b])
+    left_n = np.arange(1, m)
+    left_sum = sums[:-1]
+    difference = left_sum / left_n - (sums[-1] - left_sum) / (m - left_n)
+    gain = left_n * (m - left_n) / m * difference * difference
+    best = int(np.argmax(gain))
+    return a + best + 1, float(gain[best])
+
+
+def _search(levels: np.ndarray, noise_variance: float) -> list[int]:
+    """Binary segmentation of the log levels: split a stretch at its `_best_split` while
+    that explains more than SEARCH_PENALTY * log(n) noise variances, then each side again.
+    Returns the cuts (index of the first build after each split), sorted. A short history
+    gets its single best split, tested later, whatever the gain."""
+    n = len(levels)
+    if n < SHORT_HISTORY:
+        cut, _ = _best_split(levels, 0, n)
+        return [cut] if cut > 0 else []
+    penalty = SEARCH_PENALTY * math.log(n) * noise_variance
+    cuts = []
+    stack = [(0, n)]
+    while stack:
+        a, b = stack.pop()
+        cut, gain = _best_split(levels, a, b)
+        if cut > 0 and gain > penalty:
+            cuts.append(cut)
+            stack += [(a, cut), (cut, b)]
+    return sorted(cuts)
+
+
+def _drop_outliers(cuts: list[int], n: int, newest: bool) -> tuple[list[int], frozenset[int]]:
+    """Persistence: a stretch of one build between two cuts (or at an edge of the segment)
+    is an outlier. It leaves the level fit and the cut into it goes, while the cut out of it
+    stays, so that a real step hidden behind a blip is still tested. The newest build may
+    stand alone: it opens a change that the next build confirms or not. A short history
+    keeps its one-build sides: there is nothing else to compare."""
+    if n < SHORT_HISTORY:
+        return cuts, frozenset()
+    bounds = [0, *cuts, n]
+    outliers = frozenset(i for a, b in zip(bounds, bounds[1:])
+                         if b - a < MIN_SIDE_BUILDS and not (b == n and newest)
+                         for i in range(a, b))
+    kept, previous = [], 0
+    for cut in cuts:
+        # A cut into an outlier goes; so does one with only outliers before it.
+        if cut in outliers or all(i in outliers for i in range(previous, cut)):
+            continue
+        kept.append(cut)
+        previous = cut
+    return kept, outliers
+
+
+def _step_estimate(left: Sequence[tuple[float, ...]], right: Sequence[tuple[float, ...]],
+                   alpha: float) -> stats.RatioEstimate:
+    """The after/before ratio of two stretches of builds, tested as `compare` tests two
+    builds, one level up: `stats.compare_samples` with each build's per-process medians as
+    one "process" when both sides have `MIN_BUILDS_AS_UNITS` builds or more, so that Welch's
+    t runs on per-build medians and the build, not the process, is the unit of replication
+    (builds differ by more than their processes do). With fewer builds on a side, the
+    processes of each side are pooled: what `compare` does for two builds. That test
+    ignores the build-to-build spread; the minimum effect, never below the series' own
+    minimum detectable effect, is what keeps it from calling that spread a change."""
+    if len(left) >= MIN_BUILDS_AS_UNITS and len(right) >= MIN_BUILDS_AS_UNITS:
+        return stats.compare_samples(left, right, alpha=alpha)
+    return stats.compare_samples([[v] for s in left for v in s],
+                                 [[v] for s in right for v in s], alpha=alpha)
+
+
+@dataclass(frozen=True)
+class _Step:
+    cut: int
+    estimate: stats.RatioEstimate
+    direction: int  # +1 slower, -1 faster, 0 fails the test or the minimum effect
+
+
+def _test_cuts(series: _Series, cuts: list[int], outliers: frozenset[int], min_effect: float,
+               alpha: float, cache: dict[tuple[int, int, int], _Step]) -> list[_Step]:
+    """Each cut tested between its neighbouring stretches, outliers left out. Cached by
+    (start, cut, end): dropping one cut re-tests only its two neighbours."""
+    n = len(series.index)
+    bounds = [0, *cuts, n]
+    steps = []
+    for a, c, b in zip(bounds, bounds[1:], bounds[2:]):
+        if (a, c, b) not in cache:
+            left = [series.samples[i] for i in range(a, c) if i not in outliers]
+            right = [series.samples[i] for i in range(c, b) if i not in outliers]
+            est = _step_estimate(left, right, alpha)
+            direction = stats.classify_change(est.ratio, est.p_value, min_effect=min_effect,
+                                              alpha=alpha)
+            cache[(a, c, b)] = _Step(c, est, direction)
+        steps.append(cache[(a, c, b)])
+    return steps
+
+
+def _prune(series: _Series, cuts: list[int], outliers: frozenset[int], min_effect: float,
+           alpha: float) -> list[_Step]:
+    """Otava's merge pass: while some cut fails its test (p >= alpha) or the minimum effect,
+    drop the weakest (highest p-value) and re-test its neighbours."""
+    cache: dict[tuple[int, int, int], _Step] = {}
+    while True:
+        steps = _test_cuts(series, cuts, outliers, min_effect, alpha, cache)
+        failing = [s for s in steps if s.direction == 0]
+        if not failing:
+            return steps
+        weakest = max(failing, key=lambda s: (_nan_last(s.estimate.p_value), s.cut))
+        cuts = [c for c in cuts if c != weakest.cut]
+
+
+def _nan_last(p: float) -> float:
+    return math.inf if math.isnan(p) else p
+
+
+def _blips(levels: np.ndarray, noise_sd: float, newest: bool) -> np.ndarray:
+    """Which builds are one-build blips: a level more than BLIP_SDS noise sds away, in the
+    same direction, from each of the two builds before it and the two after it (those that
+    exist; at least two). A step is not a blip (its first build agrees with the builds after
+    it), nor is a two-build excursion (each agrees with the other). The newest build never
+    is: it may open a change."""
+    import numpy as np
+
+    n = levels.size
+    padded = np.concatenate((np.full(2, np.nan), levels, np.full(2, np.nan)))
+    distances = np.stack([levels - padded[2 + o:2 + o + n] for o in (-2, -1, 1, 2)])
+    present = ~np.isnan(distances)
+    limit = BLIP_SDS * noise_sd
+    with np.errstate(invalid="ignore"):
+        above = np.all((distances > limit) | ~present, axis=0)
+        below = np.all((distances < -limit) | ~present, axis=0)
+    blips: np.ndarray = (above | below) & (present.sum(axis=0) >= 2)
+    if newest and n:
+        blips[-1] = False
+    return blips
+
+
+def _without(series: _Series, dropped: np.ndarray) -> _Series:
+    kept = [i for i in range(len(series.index)) if not dropped[i]]
+    return _Series(tuple(series.index[i] for i in kept), tuple(series.samples[i] for i in kept),
+                   series.levels[kept], series.newest)
+
+
+def _segment_steps(series: _Series, noise_sd: float, min_effect: float,
+                   alpha: float) -> list[Change]:
+    """The steps of one environment segment, as candidate `Change`s."""
+    if len(series.index) >= SHORT_HISTORY:
+        series = _without(series, _blips(series.levels, noise_sd, series.newest))
+    n = len(series.index)
+    if n < 2:
+        return []
+    cuts = _search(series.levels, noise_sd * noise_sd)
+    cuts, outliers = _drop_outliers(cuts, n, series.newest)
+    changes = []
+    for step in _prune(series, cuts, outliers, min_effect, alpha):
+        before = max(i for i in range(step.cut) if i not in outliers)
+        after = min(i for i in range(step.cut, n) if i not in outliers)
+        est = step.estimate
+        changes.append(Change(
+            "slower" if step.direction > 0 else "faster", series.index[before],
+            series.index[after], est.ratio, est.low, est.high, est.p_value, "",
+            confirmed=not (series.newest and after == n - 1), min_effect=min_effect))
+    return changes
+
+
+def detect_series(points: Sequence[BuildPoint], *, min_effect: float = stats.DEFAULT_MIN_EFFECT,
+                  alpha: float = stats.ALPHA) -> list[Change]:
+    """Every event on one series' timeline, in build order: environment changes, status
+    changes, and candidate steps of the level.
+
+    Promises: steps are searched only inside stretches of one environment, over builds with
+    status "ok" and a usable sample, so a change of environment is only ever an
+    "environment" event. Each step's ratio, interval and raw p-value are those of
+    `stats.compare_samples` between the stretches on either side (see `_step_estimate`);
+    every step has p < alpha and an effect of at least max(`min_effect`, the series'
+    `series_min_detectable`); each side holds at least `MIN_SIDE_BUILDS` builds, except that
+    the newest build may open a step alone (`confirmed` False) and a history of fewer than
+    `SHORT_HISTORY` builds may have one-build sides. A build that differs and reverts is an
+    outlier: never a step, and left out of the levels. Deterministic. The steps still need
+    `control_fdr` across the store.
+    """
+    spans = _environment_spans(points)
+    levels = _level_series(points, spans)
+    threshold = max(min_effect, _finite_or(_min_detectable(points, levels, alpha), 0.0))
+    sd, _ = _level_noise_sd(levels)
+    noise_sd = max(_finite_or(sd, 0.0), _NOISE_FLOOR)
+    events = _environment_events(points, spans) + _status_events(points)
+    for series in levels:
+        events += _segment_steps(series, noise_sd, threshold, alpha)
+    order = {"environment": 0, "status": 1, "slower": 2, "faster": 2}
+    return sorted(events, key=lambda c: (c.after, order[c.kind], c.before))
+
+
+# A floor under the noise of a log level (1e-6 relative), so that a constant series (peak
+# memory is often deterministic) is not split by floating-point rounding.
+_NOISE_FLOOR = 1e-6
+
+
+def _finite_or(value: float, default: float) -> float:
+    return value if math.isfinite(value) else default
+
+
+def control_fdr(per_series: Mapping[_Key, list[Change]], *, fdr: float = stats.ALPHA
+                ) -> dict[_Key, list[Change]]:
+    """The events of every series with the steps that survive Benjamini-Hochberg across all
+    of them (`stats.adjust_p_values`), each with its `q_value` set.
+
+    Promises: environment and status events are all kept; a step is kept when its q-value
+    is under `fdr`. Every series counts as a test even when it has no candidate step (it then
+    counts once, with p = 1), so that a store of many quiet series does not make the few
+    candidates look rarer than they are; the false discovery rate among the steps kept is
+    then at most `fdr` for independent or positively dependent tests. The order of each list
+    is kept.
+    """
+    p_values: list[float] = []
+    where: list[tuple[_Key, int]] = []
+    quiet = 0
+    for key, changes in per_series.items():
+        steps = [(i, c) for i, c in enumerate(changes) if c.is_step and c.p_value is not None]
+        quiet += not steps
+        for i, c in steps:
+            where.append((key, i))
+            p_values.append(c.p_value if c.p_value is not None else math.nan)
+    q_values = stats.adjust_p_values(p_values + [1.0] * quiet)
+    q_of = {spot: q for spot, q in zip(where, q_values)}
+    kept: dict[_Key, list[Change]] = {}
+    for key, changes in per_series.items():
+        kept[key] = []
+        for i, c in enumerate(changes):
+            if not c.is_step:
+                kept[key].append(c)
+                continue
+            q = q_of.get((key, i), math.nan)
+            if q < fdr:
+                kept[key].append(dataclasses.replace(c, q_value=q))
+    return kept
+
+
+def segments(points: Sequence[BuildPoint], changes: Sequence[Change]
+             ) -> list[tuple[int, int, float]]:
+    """The fitted levels for plotting: (first build, last build, level) per stretch between
+    consecutive environment events and kept steps, the level being the median of the
+    stretch's per-process medians (builds with status "ok" only). Stretches without a usable
+    build are left out; indices are into `points`, inclusive."""
+    bounds = sorted({c.after for c in changes if c.is_step or c.kind == "environment"}
+                    | {0, len(points)})
+    out = []
+    for start, end in zip(bounds, bounds[1:]):
+        values = [v for i in range(start, end) if points[i].status == _OK
+                  for v in _usable_samples(points[i])]
+        if values:
+            out.append((start, end - 1, statistics.median(values)))
+    return out

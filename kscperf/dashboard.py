@@ -1,0 +1,646 @@
+"""The dashboard: a static site built from a history store, that opens from disk.
+
+    OUT/index.html                 per machine class, tool and task: geomean speedup over
+                                   `pt`, pass rate, compile time, peak memory, each with a
+                                   sparkline and the latest build's change; the open changes,
+                                   regressions first, with the commands that confirm them;
+                                   the environment changes; the models
+    OUT/models/<slug>.html         a model's benchmarks, each with its run-time sparkline
+    OUT/benchmarks/<slug>.html     one benchmark's history per kind: per-build spread, change
+                                   points, environment marks and status, and a table per build
+
+Owns the view-model and its rendering by the Jinja templates `templates/dashboard_*.j2`
+(autoescaped, so every name is escaped). Statistics come from `stats`, the changes from
+`history.find_changes`, text from `formatting`, the inline SVG charts from `sparklines`
+(microseconds per chart: a store of 365 builds x 2,000 series builds in seconds). Links are
+relative, nothing is fetched: the site works from file:// with no server and no network.
+The one script, the search filter inlined in each page, only hides rows; without it every
+row shows.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import math
+import os
+import re
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+from markupsafe import Markup
+
+from kscperf import formatting, stats
+from kscperf.compare import REFERENCE_TOOL
+from kscperf.history import (
+    HistoryChange,
+    HistoryStore,
+    Series,
+    SeriesPoint,
+    StoredBuild,
+    confirm_commands,
+    find_changes,
+)
+from kscperf.results import write_text_atomic
+from kscperf.sparklines import ChartPoint, Mark, history_chart, sparkline
+
+__all__ = ["IndexView", "ModelView", "BenchmarkView", "build_views", "write_dashboard"]
+
+_STATUS_TONE = {"ok": "good", "incorrect": "bad", "failed": "bad", "timeout": "bad",
+                "crashed": "bad", "oom": "bad", "skipped": "muted", "unsupported": "muted",
+                "missing": "warn"}
+# Statuses not counted in a pass rate: not run by choice.
+_NOT_RUN = frozenset({"skipped", "unsupported", "missing"})
+_KIND_TITLES = {"time": "run time", "compile": "compile time", "prep": "prep time",
+                "memory": "peak RSS", "cuda_memory": "peak CUDA memory"}
+_BYTE_KINDS = frozenset({"memory", "cuda_memory"})
+# A benchmark page's table lists this many newest builds, and every older one where
+# something changed; the charts show every build. (A year of nightlies in every table made
+# the site of 2,000 series 160 MB.)
+_TABLE_BUILDS = 30
+# The front page shows the commands of this many regressions, its first ones, unfolded.
+_EXPANDED_CHANGES = 3
+
+
+# --------------------------------------------------------------------------------------
+# The view-model
+# --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class MetricView:
+    """One front-page number: its latest value, the change from the build before, and a
+    sparkline over the builds."""
+
+    latest: str
+    change: str
+    tone: str
+    spark: Markup
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    """One tool x task of one machine class on the front page."""
+
+    machine_class: str
+    tool: str
+    task: str
+    speedup: MetricView
+    pass_rate: MetricView
+    compile: MetricView
+    memory: MetricView
+
+
+@dataclass(frozen=True)
+class ChangeView:
+    """One change, as text, with links and the commands that confirm it."""
+
+    what: str
+    tone: str
+    benchmark: str
+    kind: str
+    machine_class: str
+    model: str
+    tool: str
+    task: str
+    href: str
+    ratio: str
+    interval: str
+    before: str
+    before_date: str
+    after: str
+    after_date: str
+    compare: str
+    ab: str
+    bisect: str
+    expanded: bool = False
+
+
+@dataclass(frozen=True)
+class EnvironmentView:
+    """One environment change of a machine class, over the series it touched."""
+
+    machine_class: str
+    before: str
+    after: str
+    detail: str
+    series: int
+
+
+@dataclass(frozen=True)
+class ModelRow:
+    """A model in the front page's index."""
+
+    model: str
+    href: str
+    tools: str
+    tasks: str
+    benchmarks: int
+    open_changes: int
+
+
+@dataclass(frozen=True)
+class ClassView:
+    """A machine class: its builds, first and newest."""
+
+    name: str
+    builds: int
+    first: str
+    newest: str
+
+
+@dataclass(frozen=True)
+class IndexView:
+    """The front page."""
+
+    title: str
+    generated: str
+    root: str
+    store: str
+    classes: list[ClassView]
+    summary: list[SummaryRow]
+    changes: list[ChangeView]
+    environment: list[EnvironmentView]
+    models: list[ModelRow]
+
+
+@dataclass(frozen=True)
+class ModelBenchmarkRow:
+    """A benchmark on its model's page: the run-time sparkline and the latest build."""
+
+    benchmark: str
+    href: str
+    machine_class: str
+    tool: str
+    task: str
+    config: str
+    spark: Markup
+    latest: str
+    status: str
+    tone: str
+    changes: int
+
+
+@dataclass(frozen=True)
+class ModelView:
+    """A model's page."""
+
+    title: str
+    root: str
+    model: str
+    rows: list[ModelBenchmarkRow]
+
+
+@dataclass(frozen=True)
+class ChartView:
+    """One kind of one benchmark: its history chart and its changes."""
+
+    kind: str
+    chart: Markup
+    changes: list[ChangeView]
+
+
+@dataclass(frozen=True)
+class BuildLine:
+    """One build of a benchmark's table."""
+
+    label: str
+    commit: str
+    date: str
+    values: list[str]
+    status: str
+    tone: str
+    events: str
+
+
+@dataclass(frozen=True)
+class SectionView:
+    """One benchmark on one machine class: a chart per kind, a line per build."""
+
+    machine_class: str
+    charts: list[ChartView]
+    kinds: list[str]
+    builds: list[BuildLine]
+    table_note: str
+
+
+@dataclass(frozen=True)
+class BenchmarkView:
+    """A benchmark's page."""
+
+    title: str
+    root: str
+    benchmark: str
+    model: str
+    model_href: str
+    sections: list[SectionView]
+
+
+@dataclass
+class _Pages:
+    index: IndexView
+    models: dict[str, ModelView] = field(default_factory=dict)
+    benchmarks: dict[str, BenchmarkView] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------------------
+# Names, links and text
+# --------------------------------------------------------------------------------------
+
+def _slug(name: str) -> str:
+    """A file name for any model or benchmark name: readable where it can be, unique by a
+    hash of the whole name."""
+    readable = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("._")[:60] or "x"
+    return f"{readable}-{hashlib.sha1(name.encode('utf-8')).hexdigest()[:10]}.html"
+
+
+def _model_href(model: str) -> str:
+    return f"models/{_slug(model)}"
+
+
+def _benchmark_href(benchmark: str) -> str:
+    return f"benchmarks/{_slug(benchmark)}"
+
+
+def _text(s: object) -> str:
+    return formatting.safe_text(s)
+
+
+def _quantity(value: float | None, kind: str) -> str:
+    if value is None or not math.isfinite(value):
+        return "-"
+    return formatting.format_bytes(value) if kind in _BYTE_KINDS else \
+        formatting.format_seconds(value)
+
+
+def _build_text(b: StoredBuild) -> str:
+    return _text(formatting.build_text(b.label, b.git_commit))
+
+
+def _date(b: StoredBuild) -> str:
+    # The run's date: builds of one commit (reruns) differ by it, and a nightly is known by it.
+    return (b.run_date or b.commit_date)[:16].replace("T", " ")
+
+
+def _change_tone(c: HistoryChange) -> str:
+    if c.kind == "environment":
+        return "env"
+    if c.is_regression:
+        return "bad"
+    return "good" if c.kind in ("faster", "status") else "warn"
+
+
+def _change_view(c: HistoryChange, page: str, expanded: bool = False) -> ChangeView:
+    commands = confirm_commands(c)
+    return ChangeView(
+        what=_text(formatting.change_what(c)), tone=_change_tone(c),
+        benchmark=_text(c.key.benchmark), kind=c.key.kind,
+        machine_class=_text(c.key.machine_class), model=_text(c.key.model),
+        tool=_text(c.key.tool), task=_text(c.key.task), href=page,
+        ratio=formatting.format_ratio(c.change.ratio),
+        interval=formatting.format_interval(c.change.low, c.change.high),
+        before=_build_text(c.before), before_date=_date(c.before),
+        after=_build_text(c.after), after_date=_date(c.after),
+        compare=_text(commands.compare), ab=_text(commands.ab), bisect=_text(commands.bisect),
+        expanded=expanded)
+
+
+def _mark(c: HistoryChange, position: int) -> Mark:
+    return Mark(position, _change_tone(c), f"{formatting.change_what(c)}: "
+                f"{formatting.format_ratio(c.change.ratio)} from {c.after.label}")
+
+
+# --------------------------------------------------------------------------------------
+# The front page's numbers
+# --------------------------------------------------------------------------------------
+
+@dataclass
+class _Group:
+    """Per build position: what one tool x task of a machine class measured."""
+
+    speedups: dict[int, list[float]] = field(default_factory=dict)
+    passed: dict[int, list[float]] = field(default_factory=dict)  # 1.0 ok, 0.0 not
+    compile_s: dict[int, list[float]] = field(default_factory=dict)
+    memory: dict[int, list[float]] = field(default_factory=dict)
+
+
+def _summary_groups(all_series: Sequence[Series]) -> dict[tuple[str, str, str], _Group]:
+    groups: dict[tuple[str, str, str], _Group] = {}
+    reference: dict[tuple[str, str, str, str, int], float] = {}
+    for s in all_series:
+        if s.key.kind == "time" and s.key.tool == REFERENCE_TOOL:
+            for p in s.points:
+                if p.status == "ok" and math.isfinite(p.median):
+                    reference[(s.key.machine_class, s.key.model, s.key.task, s.key.config,
+                               p.build.position)] = p.median
+    for s in all_series:
+        k = s.key
+        group = groups.setdefault((k.machine_class, k.tool, k.task), _Group())
+        for p in s.points:
+            pos = p.build.position
+            if k.kind == "time":
+                if p.status not in _NOT_RUN:
+                    group.passed.setdefault(pos, []).append(1.0 if p.status == "ok" else 0.0)
+                ref = reference.get((k.machine_class, k.model, k.task, k.config, pos))
+                if ref is not None and p.status == "ok" and p.median > 0:
+                    group.speedups.setdefault(pos, []).append(ref / p.median)
+            elif k.kind == "compile" and math.isfinite(p.median):
+                group.compile_s.setdefault(pos, []).append(p.median)
+            elif k.kind == "memory" and math.isfinite(p.median):
+                group.memory.setdefault(pos, []).append(p.median)
+    return groups
+
+
+def _metric(per_build: list[float | None], shown: str, change: str, tone: str,
+            label: str) -> MetricView:
+    return MetricView(shown, change, tone, sparkline(per_build, label=label))
+
+
+def _relative_change(values: list[float | None], higher_is_better: bool) -> tuple[str, str]:
+    last, previous = (values[-1] if values else None), (values[-2] if len(values) > 1 else None)
+    if last is None or previous is None or not previous:
+        return "", "neutral"
+    ratio = last / previous
+    text = f"{(ratio - 1) * 100:+.1f}%"
+    if abs(ratio - 1) < 0.01:
+        return text, "neutral"
+    return text, "good" if (ratio > 1) == higher_is_better else "bad"
+
+
+def _series_of(per_build: dict[int, list[float]], n: int, how: Any) -> list[float | None]:
+    out: list[float | None] = []
+    for pos in range(n):
+        values = per_build.get(pos)
+        out.append(how(values) if values else None)
+    return out
+
+
+def _summary_row(cls: str, tool: str, task: str, g: _Group, n: int) -> SummaryRow:
+    speedups = _series_of(g.speedups, n, stats.geometric_mean)
+    passing = _series_of(g.passed, n, lambda v: sum(v) / len(v))
+    compile_s = _series_of(g.compile_s, n, statistics.median)
+    memory = _series_of(g.memory, n, statistics.median)
+    ok = [v for v in g.passed.get(n - 1, [])]
+    rate_now = f"{passing[-1] * 100:.0f}% ({sum(ok):.0f}/{len(ok)})" if passing[-1] is not None \
+        else "-"
+    rate_change = ""
+    rate_tone = "neutral"
+    if passing[-1] is not None and len(passing) > 1 and passing[-2] is not None:
+        diff = (passing[-1] - passing[-2]) * 100
+        rate_change = f"{diff:+.0f} pt" if diff else ""
+        rate_tone = "bad" if diff < 0 else "good" if diff > 0 else "neutral"
+    name = f"{cls} {tool} {task}"
+    return SummaryRow(
+        _text(cls), _text(tool), _text(task),
+        _metric(speedups, formatting.format_ratio(speedups[-1] or math.nan),
+                *_relative_change(speedups, True), f"geomean speedup of {name}"),
+        _metric(passing, rate_now, rate_change, rate_tone, f"pass rate of {name}"),
+        _metric(compile_s, _quantity(compile_s[-1], "compile"),
+                *_relative_change(compile_s, False), f"compile time of {name}"),
+        _metric(memory, _quantity(memory[-1], "memory"), *_relative_change(memory, False),
+                f"peak memory of {name}"))
+
+
+# --------------------------------------------------------------------------------------
+# Changes: open ones, environment events
+# --------------------------------------------------------------------------------------
+
+def _open_changes(changes: Sequence[HistoryChange]) -> list[HistoryChange]:
+    """Per series, its latest change of level or status: an earlier one is closed by it."""
+    latest: dict[Any, HistoryChange] = {}
+    for c in changes:
+        if c.kind == "environment":
+            continue
+        seen = latest.get(c.key)
+        if seen is None or c.after.position > seen.after.position:
+            latest[c.key] = c
+    return sorted(latest.values(), key=lambda c: (not c.is_regression, c.kind,
+                                                  -c.after.position, c.key.benchmark,
+                                                  c.key.kind))
+
+
+def _environment_events(changes: Sequence[HistoryChange]) -> list[EnvironmentView]:
+    counted: dict[tuple[str, int, int, str], int] = {}
+    builds: dict[int, StoredBuild] = {}
+    for c in changes:
+        if c.kind == "environment":
+            key = (c.key.machine_class, c.before.id, c.after.id, c.detail)
+            counted[key] = counted.get(key, 0) + 1
+            builds[c.before.id], builds[c.after.id] = c.before, c.after
+    out = [EnvironmentView(_text(cls), _build_text(builds[b]), _build_text(builds[a]),
+                           _text(detail), n) for (cls, b, a, detail), n in counted.items()]
+    out.sort(key=lambda e: (e.machine_class, e.after))
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# Model and benchmark pages
+# --------------------------------------------------------------------------------------
+
+def _chart_point(p: SeriesPoint) -> ChartPoint:
+    return ChartPoint(p.median if math.isfinite(p.median) else None,
+                      min(p.samples) if p.samples else None,
+                      max(p.samples) if p.samples else None,
+                      _STATUS_TONE.get(p.status, "warn"))
+
+
+# The tooltip of each status colour of a chart.
+_TONE_TITLES = {"good": "ok", "bad": "incorrect or failing", "warn": "missing",
+                "muted": "skipped or unsupported"}
+
+
+def _chart(s: Series, changes: Sequence[HistoryChange]) -> Markup:
+    kind = s.key.kind
+    first = s.points[0].build.position if s.points else 0
+    medians = [p.median for p in s.points if math.isfinite(p.median)]
+    return history_chart(
+        [_chart_point(p) for p in s.points], status_titles=_TONE_TITLES,
+        marks=[_mark(c, c.after.position - first) for c in changes],
+        y_labels=(_quantity(max(medians), kind) if medians else "",
+                  _quantity(min(medians), kind) if medians else ""),
+        x_labels=(s.points[0].build.label, s.points[-1].build.label) if s.points else ("", ""),
+        label=f"{_KIND_TITLES.get(kind, kind)} of {s.key.benchmark} on {s.key.machine_class}")
+
+
+def _section(cls: str, series: list[Series], by_series: dict[Any, list[HistoryChange]],
+             page: str) -> SectionView:
+    series = sorted(series, key=lambda s: list(_KIND_TITLES).index(s.key.kind))
+    charts = [ChartView(_KIND_TITLES.get(s.key.kind, s.key.kind), _chart(s, by_series.get(
+        s.key, [])), [_change_view(c, page) for c in by_series.get(s.key, [])])
+        for s in series]
+    by_build: dict[int, dict[str, SeriesPoint]] = {}
+    builds: dict[int, StoredBuild] = {}
+    for s in series:
+        for p in s.points:
+            by_build.setdefault(p.build.position, {})[s.key.kind] = p
+            builds[p.build.position] = p.build
+    events: dict[int, list[str]] = {}
+    for s in series:
+        for c in by_series.get(s.key, []):
+            events.setdefault(c.after.position, []).append(
+                f"{_KIND_TITLES.get(s.key.kind, s.key.kind)}: {formatting.change_what(c)}")
+    lines = []
+    newest = max(by_build, default=0)
+    for pos in sorted(by_build, reverse=True):
+        if pos <= newest - _TABLE_BUILDS and pos not in events:
+            continue
+        points = by_build[pos]
+        main = points.get("time") or next(iter(points.values()))
+        b = builds[pos]
+        lines.append(BuildLine(
+            _text(b.label), b.short_commit, _date(b),
+            [(_quantity(points[s.key.kind].median, s.key.kind) + (
+                f" ±{_quantity(points[s.key.kind].spread, s.key.kind)}"
+                if s.key.kind == "time" and math.isfinite(points[s.key.kind].spread) else ""))
+             if s.key.kind in points else "" for s in series],
+            main.status, _STATUS_TONE.get(main.status, "warn"),
+            _text("; ".join(dict.fromkeys(events.get(pos, []))))))
+    note = (f"The newest {_TABLE_BUILDS} builds, and every older one where something "
+            f"changed; the charts show all {len(by_build)}." if len(lines) < len(by_build)
+            else f"All {len(by_build)} builds.")
+    return SectionView(_text(cls), charts, [_KIND_TITLES.get(s.key.kind, s.key.kind)
+                                            for s in series], lines, note)
+
+
+def _model_row(s: Series, changes: Sequence[HistoryChange], page: str) -> ModelBenchmarkRow:
+    first = s.points[0].build.position if s.points else 0
+    last = s.points[-1] if s.points else None
+    spark = sparkline([p.median if math.isfinite(p.median) else None for p in s.points],
+                      width=160, marks=[_mark(c, c.after.position - first) for c in changes],
+                      label=f"run time of {s.key.benchmark}")
+    return ModelBenchmarkRow(
+        _text(s.key.benchmark), page, _text(s.key.machine_class), _text(s.key.tool),
+        _text(s.key.task), _text(s.key.config), spark,
+        _quantity(last.median, "time") if last else "-",
+        last.status if last else "missing",
+        _STATUS_TONE.get(last.status if last else "missing", "warn"), len(changes))
+
+
+def _pages_of_benchmarks(all_series: Sequence[Series],
+                         by_series: dict[Any, list[HistoryChange]]) -> tuple[dict[str, ModelView], dict[str, BenchmarkView]]:
+    by_page: dict[str, dict[str, list[Series]]] = {}
+    compiles: dict[tuple[str, str], Series] = {}
+    for s in all_series:
+        if s.key.kind == "compile":
+            compiles[(s.key.machine_class, s.key.benchmark)] = s
+        else:
+            by_page.setdefault(s.key.benchmark, {}).setdefault(s.key.machine_class, []).append(s)
+    models: dict[str, list[ModelBenchmarkRow]] = {}
+    benchmarks: dict[str, BenchmarkView] = {}
+    for bench, per_class in sorted(by_page.items()):
+        page = _benchmark_href(bench)
+        sections = []
+        model = ""
+        for cls, series in sorted(per_class.items()):
+            key = series[0].key
+            model = key.model
+            compile_series = compiles.get((cls, key.cell))
+            shown = series + ([compile_series] if compile_series is not None else [])
+            sections.append(_section(cls, shown, by_series, "../" + page))
+            for s in series:
+                if s.key.kind == "time":
+                    models.setdefault(model, []).append(
+                        _model_row(s, by_series.get(s.key, []), "../" + page))
+        benchmarks[page] = BenchmarkView(_text(f"kscperf: {bench}"), "../", _text(bench),
+                                         _text(model), "../" + _model_href(model), sections)
+    model_views = {_model_href(m): ModelView(_text(f"kscperf: {m}"), "../", _text(m), rows)
+                   for m, rows in models.items()}
+    return model_views, benchmarks
+
+
+def _model_index(all_series: Sequence[Series], open_changes: Sequence[HistoryChange]
+                 ) -> list[ModelRow]:
+    tools: dict[str, dict[str, None]] = {}
+    tasks: dict[str, dict[str, None]] = {}
+    count: dict[str, set[str]] = {}
+    for s in all_series:
+        if s.key.kind != "time":
+            continue
+        tools.setdefault(s.key.model, {})[s.key.tool] = None
+        tasks.setdefault(s.key.model, {})[s.key.task] = None
+        count.setdefault(s.key.model, set()).add(s.key.benchmark)
+    opened: dict[str, int] = {}
+    for c in open_changes:
+        opened[c.key.model] = opened.get(c.key.model, 0) + 1
+    return [ModelRow(_text(m), _model_href(m), _text(" ".join(tools[m])),
+                     _text(" ".join(tasks[m])), len(count[m]), opened.get(m, 0))
+            for m in sorted(count)]
+
+
+def build_views(store: HistoryStore, *, min_effect: float = stats.DEFAULT_MIN_EFFECT,
+                generated: str | None = None) -> Any:
+    """The view-model of every page of the dashboard of `store` (front page, model pages,
+    benchmark pages). Every string in it is plain text for the templates to escape;
+    charts are `Markup` built from numbers and escaped names."""
+    all_series = list(store.series())
+    changes = find_changes(store, min_effect=min_effect, series=all_series,
+                           per_series_environment=True)
+    by_series: dict[Any, list[HistoryChange]] = {}
+    for c in changes:
+        by_series.setdefault(c.key, []).append(c)
+    generated = generated or datetime.datetime.now().isoformat(timespec="seconds")
+    open_changes = _open_changes(changes)
+    builds = store.builds()
+    classes = []
+    count: dict[str, int] = {}
+    for cls in store.machine_classes():
+        mine = [b for b in builds if b.machine_class == cls]
+        count[cls] = len(mine)
+        classes.append(ClassView(_text(cls), len(mine), _build_text(mine[0]),
+                                 _build_text(mine[-1])))
+    summary = [_summary_row(cls, tool, task, g, count[cls]) for (cls, tool, task), g in
+               sorted(_summary_groups(all_series).items())]
+    models, benchmarks = _pages_of_benchmarks(all_series, by_series)
+    index = IndexView(
+        title="kscperf dashboard", generated=generated, root="", store=_text(store.root),
+        classes=classes, summary=summary,
+        changes=[_change_view(c, _benchmark_href(c.key.benchmark if c.key.kind != "compile"
+                                                 else _first_config(c, all_series)),
+                              expanded=c.is_regression and i < _EXPANDED_CHANGES)
+                 for i, c in enumerate(open_changes)],
+        environment=_environment_events(changes), models=_model_index(all_series, open_changes))
+    return _Pages(index, models, benchmarks)
+
+
+def _first_config(c: HistoryChange, all_series: Iterable[Series]) -> str:
+    """The benchmark page that shows a cell's compile time: its first config's."""
+    for s in all_series:
+        if s.key.kind == "time" and s.key.cell == c.key.cell and \
+                s.key.machine_class == c.key.machine_class:
+            return s.key.benchmark
+    return c.key.benchmark
+
+
+# --------------------------------------------------------------------------------------
+# Rendering
+# --------------------------------------------------------------------------------------
+
+def _jinja() -> Any:
+    import jinja2
+
+    from kscperf.report import templates_dir
+
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir())),
+                              autoescape=True, undefined=jinja2.StrictUndefined,
+                              trim_blocks=True, lstrip_blocks=True)
+
+
+def write_dashboard(store: HistoryStore, output: str, *,
+                    min_effect: float = stats.DEFAULT_MIN_EFFECT) -> str:
+    """Write the dashboard of `store` into the folder `output` (made when missing; pages of
+    an earlier dashboard there are replaced) and return the front page's path. Each page is
+    written atomically."""
+    pages = build_views(store, min_effect=min_effect)
+    env = _jinja()
+    for sub in ("models", "benchmarks"):
+        os.makedirs(os.path.join(output, sub), exist_ok=True)
+    template = env.get_template("dashboard_model.html.j2")
+    for href, model in pages.models.items():
+        write_text_atomic(os.path.join(output, href), template.render(view=model), "the dashboard")
+    template = env.get_template("dashboard_benchmark.html.j2")
+    for href, bench in pages.benchmarks.items():
+        write_text_atomic(os.path.join(output, href), template.render(view=bench), "the dashboard")
+    front = os.path.join(output, "index.html")
+    write_text_atomic(front, env.get_template("dashboard_index.html.j2").render(view=pages.index),
+                      "the dashboard")
+    return front

@@ -1,0 +1,253 @@
+"""kscperf.changepoints: steps, outliers, environment and status events and false discovery
+rate control, on seeded synthetic series whose answers are known."""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Sequence
+
+import pytest
+
+from kscperf import changepoints, stats
+from kscperf.changepoints import BuildPoint, Change
+
+# Per-process medians around 1 ms with a 1 % spread between processes and another 1 %
+# between builds: quiet enough that a 20 % step is unmistakable.
+_LEVEL = 1e-3
+
+
+def _series(levels: Sequence[float], *, seed: int = 1, spread: float = 0.01,
+            processes: int = 3, environments: Sequence[str] | None = None,
+            statuses: Sequence[str] | None = None) -> list[BuildPoint]:
+    """One point per level (a factor on _LEVEL), with seeded lognormal build and process
+    noise of `spread`."""
+    rng = random.Random(seed)
+    points = []
+    for i, level in enumerate(levels):
+        build = _LEVEL * level * math.exp(rng.gauss(0.0, spread))
+        samples = tuple(build * math.exp(rng.gauss(0.0, spread)) for _ in range(processes))
+        status = statuses[i] if statuses else "ok"
+        if status not in ("ok", "incorrect"):
+            samples = ()
+        env = environments[i] if environments else "env-a"
+        points.append(BuildPoint(samples, status, env, f"detail of {env}" if env else ""))
+    return points
+
+
+def _steps(changes: Sequence[Change]) -> list[Change]:
+    return [c for c in changes if c.is_step]
+
+
+def test_a_constant_series_has_no_change() -> None:
+    points = [BuildPoint((2e-3, 2e-3, 2e-3), "ok", "env-a") for _ in range(50)]
+    assert changepoints.detect_series(points) == []
+    assert changepoints.segments(points, []) == [(0, 49, 2e-3)]
+
+
+def test_a_20_percent_step_is_found_at_its_build_with_the_compare_statistics() -> None:
+    points = _series([1.0] * 40 + [1.2] * 40)
+    steps = _steps(changepoints.detect_series(points))
+    assert len(steps) == 1
+    step = steps[0]
+    assert (step.kind, step.before, step.after, step.confirmed) == ("slower", 39, 40, True)
+    assert step.ratio is not None and step.low is not None and step.high is not None
+    assert step.low <= step.ratio <= step.high
+    assert step.ratio == pytest.approx(1.2, rel=0.02)
+    assert step.p_value is not None and step.p_value < 1e-6
+    # The same numbers as `compare` gives for the two stretches, builds as the units.
+    expected = stats.compare_samples([p.samples for p in points[:40]],
+                                     [p.samples for p in points[40:]])
+    assert (step.ratio, step.low, step.high, step.p_value) == (
+        expected.ratio, expected.low, expected.high, expected.p_value)
+
+
+def test_a_speedup_is_faster_and_several_steps_are_all_found() -> None:
+    points = _series([1.0] * 30 + [0.8] * 30 + [1.1] * 30)
+    steps = _steps(changepoints.detect_series(points))
+    assert [(c.kind, c.after) for c in steps] == [("faster", 30), ("slower", 60)]
+
+
+def test_a_one_build_blip_that_reverts_is_an_outlier_not_a_change() -> None:
+    levels = [1.0] * 60
+    levels[30] = 1.4
+    assert _steps(changepoints.detect_series(_series(levels))) == []
+
+
+def test_a_blip_next_to_a_step_does_not_hide_it() -> None:
+    levels = [1.0] * 30 + [1.25] * 30
+    levels[31] = 1.8
+    steps = _steps(changepoints.detect_series(_series(levels)))
+    assert [(c.kind, c.after) for c in steps] == [("slower", 30)]
+
+
+def test_a_two_build_excursion_persists_and_is_reported_both_ways() -> None:
+    levels = [1.0] * 30 + [1.3] * 2 + [1.0] * 30
+    steps = _steps(changepoints.detect_series(_series(levels)))
+    assert [(c.kind, c.after) for c in steps] == [("slower", 30), ("faster", 32)]
+
+
+def test_the_newest_build_opens_an_unconfirmed_change() -> None:
+    points = _series([1.0] * 40 + [1.3])
+    steps = _steps(changepoints.detect_series(points))
+    assert [(c.kind, c.before, c.after, c.confirmed) for c in steps] == [
+        ("slower", 39, 40, False)]
+    # The next build at the same level confirms it.
+    steps = _steps(changepoints.detect_series(_series([1.0] * 40 + [1.3] * 2)))
+    assert [(c.after, c.confirmed) for c in steps] == [(40, True)]
+
+
+def test_histories_of_two_three_and_five_builds() -> None:
+    assert changepoints.detect_series([]) == []
+    assert changepoints.detect_series(_series([1.0])) == []
+    # Two builds: only the processes of each can be tested; the newest opens the change.
+    two = _steps(changepoints.detect_series(_series([1.0, 1.3])))
+    assert [(c.kind, c.before, c.after, c.confirmed) for c in two] == [
+        ("slower", 0, 1, False)]
+    assert _steps(changepoints.detect_series(_series([1.0, 1.01]))) == []
+    three = _steps(changepoints.detect_series(_series([1.0, 1.3, 1.3])))
+    assert [(c.after, c.confirmed) for c in three] == [(1, True)]
+    pending = _steps(changepoints.detect_series(_series([1.0, 1.0, 1.3])))
+    assert [(c.before, c.after, c.confirmed) for c in pending] == [(1, 2, False)]
+    five = _steps(changepoints.detect_series(_series([1.0, 1.0, 1.0, 0.7, 0.7])))
+    assert [(c.kind, c.after, c.confirmed) for c in five] == [("faster", 3, True)]
+    assert _steps(changepoints.detect_series(_series([1.0] * 5, seed=3))) == []
+
+
+def test_two_builds_of_one_process_each_cannot_show_a_change() -> None:
+    points = _series([1.0, 1.5], processes=1)
+    assert _steps(changepoints.detect_series(points)) == []
+
+
+def test_a_step_below_the_minimum_effect_is_not_a_change() -> None:
+    points = _series([1.0] * 40 + [1.03] * 40, spread=0.002)
+    assert _steps(changepoints.detect_series(points)) == []
+    steps = _steps(changepoints.detect_series(points, min_effect=0.02))
+    assert [(c.kind, c.after) for c in steps] == [("slower", 40)]
+    assert steps[0].min_effect == 0.02
+
+
+def test_the_minimum_effect_is_never_below_the_series_minimum_detectable_effect() -> None:
+    # 6 % between builds: one build against the next could not see 20 %.
+    points = _series([1.0] * 40 + [1.12] * 40, spread=0.06)
+    mde = changepoints.series_min_detectable(points)
+    assert mde > 0.12
+    assert _steps(changepoints.detect_series(points, min_effect=0.01)) == []
+    quiet = _series([1.0] * 40 + [1.3] * 40, spread=0.005)
+    steps = _steps(changepoints.detect_series(quiet, min_effect=0.0))
+    assert len(steps) == 1 and steps[0].min_effect == pytest.approx(
+        changepoints.series_min_detectable(quiet))
+
+
+def test_the_series_minimum_detectable_effect_uses_the_builds_own() -> None:
+    points = [dataclass_replace(p, min_detectable=0.4) for p in _series([1.0] * 20)]
+    assert changepoints.series_min_detectable(points) == pytest.approx(0.4)
+    assert math.isnan(changepoints.series_min_detectable([]))
+
+
+def dataclass_replace(point: BuildPoint, **changes: object) -> BuildPoint:
+    import dataclasses
+
+    return dataclasses.replace(point, **changes)  # type: ignore[arg-type]
+
+
+def test_an_environment_change_is_an_event_never_a_regression() -> None:
+    environments = ["torch-2.12"] * 30 + ["torch-2.13"] * 30
+    points = _series([1.0] * 30 + [1.3] * 30, environments=environments)
+    changes = changepoints.detect_series(points)
+    assert [(c.kind, c.before, c.after, c.detail) for c in changes] == [
+        ("environment", 29, 30, "detail of torch-2.12 → detail of torch-2.13")]
+    assert changes[0].ratio is None and changes[0].p_value is None
+
+
+def test_a_step_inside_an_environment_is_still_found() -> None:
+    environments = ["a"] * 20 + ["b"] * 40
+    points = _series([1.0] * 20 + [1.1] * 20 + [1.4] * 20, environments=environments)
+    changes = changepoints.detect_series(points)
+    assert [(c.kind, c.after) for c in changes] == [("environment", 20), ("slower", 40)]
+
+
+def test_missing_builds_without_a_fingerprint_are_no_environment_change() -> None:
+    environments = ["a"] * 10 + [""] * 2 + ["a"] * 10
+    statuses = ["ok"] * 10 + ["missing"] * 2 + ["ok"] * 10
+    changes = changepoints.detect_series(_series([1.0] * 22, environments=environments,
+                                                 statuses=statuses))
+    assert [(c.kind, c.after, c.detail) for c in changes] == [
+        ("status", 10, "ok → missing"), ("status", 12, "missing → ok")]
+
+
+def test_status_flips_are_events_and_their_builds_give_no_level() -> None:
+    statuses = ["ok"] * 20 + ["incorrect", "failed", "timeout"] + ["ok"] * 20
+    levels = [1.0] * 20 + [3.0, 1.0, 1.0] + [1.0] * 20
+    changes = changepoints.detect_series(_series(levels, statuses=statuses))
+    assert [(c.kind, c.before, c.after, c.detail) for c in changes] == [
+        ("status", 19, 20, "ok → incorrect"), ("status", 20, 21, "incorrect → failed"),
+        ("status", 21, 22, "failed → timeout"), ("status", 22, 23, "timeout → ok")]
+
+
+def test_a_step_across_failed_builds_spans_them() -> None:
+    statuses = ["ok"] * 30 + ["failed"] * 3 + ["ok"] * 30
+    levels = [1.0] * 33 + [1.25] * 30
+    steps = _steps(changepoints.detect_series(_series(levels, statuses=statuses)))
+    assert [(c.kind, c.before, c.after) for c in steps] == [("slower", 29, 33)]
+
+
+def test_nan_and_unusable_samples_are_ignored() -> None:
+    points = _series([1.0] * 30 + [1.2] * 30)
+    broken = list(points)
+    broken[5] = dataclass_replace(points[5], samples=(math.nan, -1.0, math.inf))
+    broken[40] = dataclass_replace(points[40], samples=(math.nan, *points[40].samples[1:]))
+    broken[10] = dataclass_replace(points[10], samples=())
+    steps = _steps(changepoints.detect_series(broken))
+    assert [(c.kind, c.after) for c in steps] == [("slower", 30)]
+    assert all(math.isfinite(v) for c in steps for v in (c.ratio, c.low, c.high, c.p_value)
+               if v is not None)
+
+
+def test_detection_is_deterministic() -> None:
+    points = _series([1.0] * 50 + [0.85] * 50, seed=7)
+    assert changepoints.detect_series(points) == changepoints.detect_series(list(points))
+
+
+def test_pure_noise_gives_no_step_over_many_seeds() -> None:
+    found = {seed: _steps(changepoints.detect_series(_series([1.0] * 120, seed=seed)))
+             for seed in range(40)}
+    assert {seed: s for seed, s in found.items() if s} == {}
+
+
+def _step(p: float, after: int = 5) -> Change:
+    return Change("slower", after - 1, after, 1.2, 1.1, 1.3, p, "")
+
+
+def test_fdr_control_keeps_events_and_counts_quiet_series() -> None:
+    env = Change("environment", 2, 3, None, None, None, None, "a → b")
+    status = Change("status", 6, 7, None, None, None, None, "ok → failed")
+    alone = changepoints.control_fdr({"s": [env, _step(0.01), status]})
+    assert [c.kind for c in alone["s"]] == ["environment", "slower", "status"]
+    assert alone["s"][1].q_value == pytest.approx(0.01)
+    # Nine quiet series make the same p-value one test of ten: q = 0.1, not kept.
+    crowd: dict[str, list[Change]] = {f"quiet{i}": [] for i in range(9)}
+    crowd["s"] = [env, _step(0.01), status]
+    kept = changepoints.control_fdr(crowd)
+    assert [c.kind for c in kept["s"]] == ["environment", "status"]
+    assert set(kept) == set(crowd)
+
+
+def test_fdr_control_is_benjamini_hochberg_across_series() -> None:
+    per_series = {"a": [_step(0.001), _step(0.04, after=9)], "b": [_step(0.02)],
+                  "c": [_step(0.3)]}
+    q = stats.adjust_p_values([0.001, 0.04, 0.02, 0.3])
+    kept = changepoints.control_fdr(per_series, fdr=0.05)
+    assert q[1] > 0.05 > q[2]
+    assert [c.q_value for c in kept["a"]] == [q[0]]
+    assert [c.q_value for c in kept["b"]] == [q[2]]
+    assert kept["c"] == []
+
+
+def test_segments_give_the_levels_between_kept_changes() -> None:
+    points = _series([1.0] * 20 + [2.0] * 20, spread=0.001)
+    changes = changepoints.detect_series(points)
+    levels = changepoints.segments(points, changes)
+    assert [(a, b) for a, b, _ in levels] == [(0, 19), (20, 39)]
+    assert levels[0][2] == pytest.approx(_LEVEL, rel=0.01)
+    assert levels[1][2] == pytest.approx(2 * _LEVEL, rel=0.01)

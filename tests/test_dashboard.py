@@ -1,0 +1,221 @@
+"""The dashboard (`run-benchmarks dashboard`) of a synthetic history store with a planted
+slowdown, a status change, an environment change and a model named
+<script>alert(1)</script>: what the front page says, that every name is escaped, that every
+link resolves to a file of the site and none leaves it, and, in headless Chromium (skipped
+when `chromium` is not on PATH), that the pages render with no console message and that the
+search filter works."""
+
+from __future__ import annotations
+
+import html.parser
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+import synthetic
+from kscperf import api, dashboard, history
+from kscperf.errors import CellStatus
+from runner_testing import cli, explain
+
+EVIL = "<script>alert(1)</script>"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+          "--disable-background-networking", "--disable-component-update", "--disable-sync",
+          "--disable-extensions", "--enable-logging=stderr", "--v=0",
+          "--virtual-time-budget=5000")
+BUILDS = 9
+
+
+def _factor(i: int) -> Any:
+    return lambda m, t, k, c: 1.3 if (t == "compiled" and i >= 4) else 1.0
+
+
+def _status(i: int) -> Any:
+    return lambda m, t, k, c: (CellStatus.INCORRECT if i >= 7 and (t, k, c) == (
+        "compiled", "bwd", "1024") else CellStatus.OK)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    d = tmp_path_factory.mktemp("dashboard")
+    files = [synthetic.write_build(
+        str(d / f"b{i}.json"), f"b{i}", seed=i, models=("vrelu3", EVIL),
+        tools=("pt", "compiled"), tasks=("fwd", "bwd"), configs=("1024", "16384"),
+        processes=5, factor=_factor(i), status=_status(i),
+        metadata_overrides={"date": f"2024-05-{i + 1:02d}T12:00:00",
+                            "git_commit": f"{i:04d}" + "c" * 36,
+                            "torch_version": "2.14.0" if i >= 6 else "2.13.0"})
+        for i in range(BUILDS)]
+    store = d / "store"
+    assert cli("history", "add", *files, "--store", store).returncode == 0
+    out = d / "site"
+    proc = cli("dashboard", "--store", store, "-o", out)
+    assert proc.returncode == 0, explain(proc)
+    assert proc.stdout.strip() == f"wrote {out / 'index.html'}"
+    return store, out
+
+
+def _pages(out: Path) -> list[Path]:
+    return sorted(out.rglob("*.html"))
+
+
+def test_front_page_shows_open_changes_regressions_first(site: tuple[Path, Path]) -> None:
+    store, _ = site
+    with history.open_store(str(store)) as s:
+        view = dashboard.build_views(s).index
+    assert [(r.tool, r.task) for r in view.summary] == [
+        ("compiled", "bwd"), ("compiled", "fwd"), ("pt", "bwd"), ("pt", "fwd")]
+    compiled_bwd = view.summary[0]
+    assert compiled_bwd.pass_rate.latest == "50% (2/4)"  # 1024 incorrect, both models
+    assert compiled_bwd.speedup.spark.startswith("<svg")
+    kinds = [c.what for c in view.changes]
+    regressions = [i for i, c in enumerate(view.changes) if c.tone == "bad"]
+    assert regressions == list(range(len(regressions))) and regressions, kinds
+    assert "status ok -> incorrect" in kinds and "slower" in kinds
+    slower = next(c for c in view.changes if c.what == "slower")
+    assert (slower.before[:2], slower.after[:2]) == ("b3", "b4")
+    assert slower.ratio in ("1.29x", "1.30x", "1.31x")
+    for path in slower.compare.split()[2:]:
+        assert Path(path).is_file()
+    assert slower.bisect.startswith("git bisect start 0004cccccccc 0003cccccccc")
+    assert [(e.before[:2], e.after[:2], e.detail) for e in view.environment] == [
+        ("b5", "b6", "torch_version 2.13.0 -> 2.14.0")]
+    assert [m.model for m in view.models] == [EVIL, "vrelu3"]
+
+
+def test_every_name_is_escaped(site: tuple[Path, Path]) -> None:
+    _, out = site
+    for page in _pages(out):
+        text = page.read_text(encoding="utf-8")
+        assert "alert(1)" not in text.replace("&lt;script&gt;alert(1)&lt;/script&gt;", ""), page
+        assert len(re.findall(r"<script\b", text)) == 1, page  # the filter, nothing else
+
+
+class _Links(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        for name, value in attrs:
+            if name in ("href", "src") and value is not None:
+                self.links.append(value)
+
+
+def test_every_link_resolves_to_a_page_of_the_site(site: tuple[Path, Path]) -> None:
+    _, out = site
+    pages = _pages(out)
+    assert len(pages) == 1 + 2 + 2 * 2 * 2 * 2  # front, models, benchmarks
+    reached: set[Path] = set()
+    for page in pages:
+        parser = _Links()
+        parser.feed(page.read_text(encoding="utf-8"))
+        for link in parser.links:
+            parts = urlsplit(link)
+            assert not parts.scheme and not parts.netloc, (page, link)  # nothing leaves
+            target = (page.parent / unquote(parts.path)).resolve()
+            assert target.is_file(), (page, link)
+            reached.add(target)
+    assert reached == {p.resolve() for p in pages}  # and every page is linked
+
+
+def test_a_store_without_builds_is_refused(tmp_path: Path) -> None:
+    proc = cli("dashboard", "--store", tmp_path / "none", "-o", tmp_path / "site")
+    assert proc.returncode == 2 and "not a history store" in proc.stderr, explain(proc)
+    assert not (tmp_path / "site").exists()
+
+
+def test_the_api_writes_the_same_site(site: tuple[Path, Path], tmp_path: Path) -> None:
+    store, _ = site
+    front = api.build_dashboard(str(store), str(tmp_path / "again"))
+    assert Path(front).read_text(encoding="utf-8").count("<tr data-filter") > 10
+
+
+# --------------------------------------------------------------------------------------
+# In a browser
+# --------------------------------------------------------------------------------------
+
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not on PATH")
+
+# Appended to a copy of a page: types into the filter and reports what the browser shows.
+_PROBE = """<script>
+(function () {
+  function visible() {
+    return Array.prototype.filter.call(document.querySelectorAll("[data-filter]"),
+      function (r) { return r.offsetParent !== null; }).length;
+  }
+  var form = document.getElementById("filter");
+  var before = visible();
+  form.elements.model.value = "vrelu3";
+  form.elements.model.dispatchEvent(new Event("input", {bubbles: true}));
+  var result = {rows: document.querySelectorAll("[data-filter]").length, before: before,
+                after: visible(), formShown: !form.hidden,
+                svgs: document.querySelectorAll("svg").length,
+                unsized: Array.prototype.filter.call(document.querySelectorAll("svg"),
+                  function (s) { var r = s.getBoundingClientRect();
+                                 return !(r.width > 10 && r.height > 10); }).length};
+  var pre = document.createElement("pre");
+  pre.id = "kscperf-probe";
+  pre.textContent = JSON.stringify(result);
+  document.body.appendChild(pre);
+})();
+</script>"""
+
+
+def _chromium(tmp_path: Path, page: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    assert CHROMIUM is not None
+    return subprocess.run([CHROMIUM, *_FLAGS, f"--user-data-dir={tmp_path / 'profile'}",
+                           *extra, page.as_uri()], capture_output=True, text=True, timeout=120)
+
+
+def _console_messages(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if ":CONSOLE" in line or "Uncaught" in line]
+
+
+@needs_chromium
+def test_pages_render_with_no_console_message_and_names_as_text(
+        site: tuple[Path, Path], tmp_path: Path) -> None:
+    _, out = site
+    pages = [out / "index.html", next((out / "models").iterdir()),
+             next((out / "benchmarks").iterdir())]
+    for page in pages:
+        done = _chromium(tmp_path, page, "--dump-dom")
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert _console_messages(done.stderr) == [], page
+        assert len(re.findall(r"<script\b", done.stdout)) == 1, page
+    front = _chromium(tmp_path, out / "index.html", "--dump-dom").stdout
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in front
+
+
+@needs_chromium
+def test_the_filter_hides_rows_that_do_not_match(site: tuple[Path, Path],
+                                                 tmp_path: Path) -> None:
+    _, out = site
+    probe = out / "probe.html"
+    probe.write_text((out / "index.html").read_text(encoding="utf-8").replace(
+        "</body>", _PROBE + "</body>"), encoding="utf-8")
+    try:
+        done = _chromium(tmp_path, probe, "--dump-dom")
+    finally:
+        probe.unlink()
+    assert _console_messages(done.stderr) == []
+    found = re.search(r'<pre id="kscperf-probe">(.*?)</pre>', done.stdout, flags=re.S)
+    assert found, done.stdout[-2000:]
+    result = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    assert result["formShown"] and result["svgs"] > 10 and result["unsized"] == 0
+    assert result["before"] == result["rows"]
+    # The summary rows have no model and stay; rows of the other model go.
+    assert 4 < result["after"] < result["before"]
+
+
+def test_without_javascript_every_row_shows(site: tuple[Path, Path]) -> None:
+    _, out = site
+    text = (out / "index.html").read_text(encoding="utf-8")
+    assert '<form id="filter" hidden>' in text
+    assert not re.search(r"<tr[^>]*\bhidden\b", text)

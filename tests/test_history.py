@@ -1,0 +1,228 @@
+"""The history store (`kscperf.history`, `run-benchmarks history ...`) on synthetic results
+files: incremental adds against a full rebuild, refusals that leave the store intact, build
+order, machine classes, and the changes found over a store (planted slowdowns, environment
+changes, status changes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import synthetic
+from kscperf import api, history
+from kscperf.errors import CellStatus, KscperfError
+from runner_testing import cli, explain, single_error_line
+
+SMALL: dict[str, Any] = dict(models=("vrelu3",), tools=("pt", "compiled"), tasks=("fwd",),
+                             configs=("1024", "16384"), processes=5)
+
+
+def _build(d: Path, i: int, *, factor: float = 1.0, commit_date: str | None = None,
+           **metadata: Any) -> str:
+    """Synthetic build number `i`: run a day apart, commit `c<i>`; `factor` slows down the
+    compiled tool."""
+    overrides = {"date": f"2024-05-{i + 1:02d}T12:00:00", "git_commit": f"{i:04d}" + "c" * 36}
+    if commit_date is not None:
+        overrides["git_commit_date"] = commit_date
+    overrides.update(metadata)
+    return synthetic.write_build(
+        str(d / f"b{i}.json"), f"b{i}", seed=100 + i, metadata_overrides=overrides,
+        factor=lambda m, t, k, c: factor if t == "compiled" else 1.0, **SMALL)
+
+
+def _state(store: Path) -> tuple[list[tuple[Any, ...]], list[str]]:
+    with history.open_store(str(store)) as s:
+        return s.index_dump(), sorted(os.listdir(store / history.BUILDS_DIR))
+
+
+def test_incremental_add_gives_the_same_index_as_a_full_rebuild(tmp_path: Path) -> None:
+    files = [_build(tmp_path, i) for i in range(6)]
+    random.Random(1).shuffle(files)
+    store = tmp_path / "store"
+    api.history_add(files[:2], str(store))
+    for f in files[2:]:
+        api.history_add([f], str(store))
+    incremental = _state(store)
+    assert api.history_rebuild(str(store)) == 6
+    assert _state(store) == incremental
+    # The index is disposable: deleted, it comes back from the files alone.
+    os.unlink(store / history.INDEX_NAME)
+    assert _state(store) == incremental
+
+
+def test_builds_are_in_commit_order_then_run_order(tmp_path: Path) -> None:
+    # Run in another order than committed: b0 ran first but its commit is the newest.
+    files = [_build(tmp_path, 0, commit_date="2024-04-10T00:00:00+02:00"),
+             _build(tmp_path, 1, commit_date="2024-04-01T00:00:00+00:00"),
+             _build(tmp_path, 2, commit_date="2024-04-05T00:00:00Z"),
+             _build(tmp_path, 3)]  # no commit date: placed by its run date, 2024-05-04
+    api.history_add(files, str(tmp_path / "store"))
+    with history.open_store(str(tmp_path / "store")) as s:
+        assert [b.label for b in s.builds()] == ["b1", "b2", "b0", "b3"]
+        assert [b.position for b in s.builds()] == [0, 1, 2, 3]
+
+
+def _plain_pyperf(path: Path, source: str) -> None:
+    doc = json.loads(Path(source).read_text())
+    del doc["kscperf"]
+    path.write_text(json.dumps(doc))
+
+
+def _incomplete(path: Path, source: str) -> None:
+    doc = json.loads(Path(source).read_text())
+    doc["kscperf"]["complete"] = False
+    path.write_text(json.dumps(doc))
+
+
+_BAD_FILES = {
+    "not-json": lambda p, src: p.write_text("this is not JSON\n"),
+    "truncated": lambda p, src: p.write_text(Path(src).read_text()[:500]),
+    "foreign-json": lambda p, src: p.write_text('{"name": "a package.json"}'),
+    "plain-pyperf": _plain_pyperf,
+    "incomplete": _incomplete,
+    "duplicate": lambda p, src: shutil.copy(src, p),
+    "same-label": lambda p, src: Path(_build(p.parent / "again", 0, factor=2.0)).rename(p),
+}
+
+
+@pytest.mark.parametrize("what", sorted(_BAD_FILES))
+def test_bad_or_foreign_files_are_refused_with_one_line_and_the_store_is_intact(
+        tmp_path: Path, what: str) -> None:
+    store = tmp_path / "store"
+    first = _build(tmp_path, 0)
+    assert cli("history", "add", first, _build(tmp_path, 1), "--store", store).returncode == 0
+    before = _state(store)
+    (tmp_path / "again").mkdir()
+    bad = tmp_path / f"{what}.json"
+    _BAD_FILES[what](bad, first)
+    # Given with a good file: all or none, so the good one is not added either.
+    line = single_error_line(cli("history", "add", _build(tmp_path, 2), bad, "--store", store))
+    assert str(bad) in line
+    assert _state(store) == before
+
+
+def test_a_store_is_never_made_in_a_folder_that_is_not_one(tmp_path: Path) -> None:
+    (tmp_path / "stuff").mkdir()
+    (tmp_path / "stuff" / "notes.txt").write_text("mine")
+    with pytest.raises(KscperfError, match="not a history store"):
+        api.history_add([_build(tmp_path, 0)], str(tmp_path / "stuff"))
+    assert os.listdir(tmp_path / "stuff") == ["notes.txt"]
+    for command in ("changes", "check", "rebuild"):
+        line = single_error_line(cli("history", command, "--store", tmp_path / "nothing"))
+        assert "not a history store" in line
+    assert not (tmp_path / "nothing").exists()
+
+
+def test_each_machine_class_has_its_own_series(tmp_path: Path) -> None:
+    store = str(tmp_path / "store")
+    api.history_add([_build(tmp_path, 0), _build(tmp_path, 1)], store)
+    other = _build(tmp_path, 2, hostname="perf2")
+    api.history_add([other], store)
+    forced = _build(tmp_path, 3, hostname="perf3")
+    api.history_add([forced], store, machine="perf1")  # an identical machine of the class
+    with history.open_store(store) as s:
+        assert s.machine_classes() == ["perf1", "perf2"]
+        assert [b.label for b in s.builds("perf1")] == ["b0", "b1", "b3"]
+        series = [x for x in s.series() if x.key.benchmark == "vrelu3/pt/fwd/1024"
+                  and x.key.kind == "time"]
+        assert sorted((x.key.machine_class, len(x.points)) for x in series) == [
+            ("perf1", 3), ("perf2", 1)]
+        dump = s.index_dump()
+    api.history_rebuild(store)  # the class given with --machine survives a rebuild
+    assert _state(Path(store))[0] == dump
+
+
+def test_series_hold_per_process_medians_statuses_and_missing_builds(tmp_path: Path) -> None:
+    store = str(tmp_path / "store")
+    files = [_build(tmp_path, 0),
+             synthetic.write_build(
+                 str(tmp_path / "b1.json"), "b1", seed=5,
+                 metadata_overrides={"date": "2024-05-02T12:00:00"},
+                 status=lambda m, t, k, c: (CellStatus.INCORRECT if (t, c) == ("compiled", "1024")
+                                            else CellStatus.OK), **SMALL),
+             synthetic.write_build(
+                 str(tmp_path / "b2.json"), "b2", seed=6,
+                 metadata_overrides={"date": "2024-05-03T12:00:00"},
+                 **dict(SMALL, configs=("1024",)))]
+    api.history_add(files, store)
+    with history.open_store(store) as s:
+        by_name = {(x.key.benchmark, x.key.kind): x for x in s.series()}
+    compiled = by_name["vrelu3/compiled/fwd/1024", "time"]
+    assert [p.status for p in compiled.points] == ["ok", "incorrect", "ok"]
+    assert all(len(p.samples) == 5 for p in compiled.points)  # one median per process
+    assert compiled.points[0].min_detectable is not None
+    gone = by_name["vrelu3/pt/fwd/16384", "time"]
+    assert [p.status for p in gone.points] == ["ok", "ok", "missing"]
+    assert gone.points[2].samples == ()
+    assert {k for _, k in by_name} == {"time", "prep", "memory", "compile"}
+
+
+# --------------------------------------------------------------------------------------
+# Changes over the store (kscperf.changepoints does the statistics)
+# --------------------------------------------------------------------------------------
+
+def _history(tmp_path: Path, n: int, **per_build: Any) -> str:
+    """A store of `n` builds; `per_build[name](i)` gives build i's keyword `name`."""
+    store = str(tmp_path / "store")
+    files = [_build(tmp_path, i, **{k: f(i) for k, f in per_build.items()}) for i in range(n)]
+    api.history_add(files, store)
+    return store
+
+
+def test_a_planted_slowdown_is_found_at_its_build_and_nothing_else(tmp_path: Path) -> None:
+    store = _history(tmp_path, 10, factor=lambda i: 1.3 if i >= 5 else 1.0)
+    changes = api.history_changes(store)
+    timed = [c for c in changes if c.key.kind == "time"]
+    assert {c.key.benchmark for c in timed} == {"vrelu3/compiled/fwd/1024",
+                                                "vrelu3/compiled/fwd/16384"}, changes
+    for c in timed:
+        assert (c.kind, c.before.label, c.after.label) == ("slower", "b4", "b5")
+        assert c.is_regression and 1.2 < c.change.ratio < 1.4
+        assert c.change.low <= c.change.ratio <= c.change.high
+    assert all(c.key.tool == "compiled" for c in changes), changes
+    proc = cli("history", "changes", "--store", store, "--format", "json")
+    assert proc.returncode == 0, explain(proc)
+    listed = json.loads(proc.stdout)
+    assert {(e["change"], e["before"]["build"], e["after"]["build"]) for e in listed
+            if e["kind"] == "time"} == {("slower", "b4", "b5")}
+    markdown = cli("history", "changes", "--store", store, "--format", "markdown")
+    assert "| slower | vrelu3/compiled/fwd/1024 | time | b4 (0004cccccccc) |" in markdown.stdout
+
+
+def test_an_environment_change_is_an_event_never_a_regression(tmp_path: Path) -> None:
+    # The new torch is 30 % slower for the compiled tool: the environment, not build b5.
+    store = _history(tmp_path, 10, factor=lambda i: 1.3 if i >= 5 else 1.0,
+                     torch_version=lambda i: "2.14.0" if i >= 5 else "2.13.0")
+    changes = api.history_changes(store)
+    assert changes and not any(c.is_regression for c in changes), changes
+    events = [c for c in changes if c.kind == "environment"]
+    # One event per machine class and pair of builds, over every series it touched.
+    assert len(events) == 1 and (events[0].before.label, events[0].after.label) == ("b4", "b5")
+    assert events[0].detail == "torch_version 2.13.0 -> 2.14.0"
+    assert events[0].key.benchmark == "all 13 series"
+    check = cli("history", "check", "--store", store)
+    assert check.returncode == 0, explain(check)
+
+
+def test_history_check_fails_when_the_newest_build_opens_a_regression(tmp_path: Path) -> None:
+    quiet = _history(tmp_path / "quiet", 8)
+    ok = cli("history", "check", "--store", quiet)
+    assert ok.returncode == 0, explain(ok)
+    assert "No regression opened by the newest build." in ok.stdout
+    broken = synthetic.write_build(
+        str(tmp_path / "quiet" / "b8.json"), "b8", seed=9, **SMALL,
+        metadata_overrides={"date": "2024-05-09T12:00:00", "git_commit": "0008" + "c" * 36},
+        status=lambda m, t, k, c: CellStatus.INCORRECT if t == "compiled" else CellStatus.OK)
+    api.history_add([broken], quiet)
+    failed = cli("history", "check", "--store", quiet)
+    assert failed.returncode == 1, explain(failed)
+    assert "regression(s) opened by the newest build" in failed.stdout
+    assert "status ok -&gt; incorrect" in failed.stdout or "status ok -> incorrect" in \
+        failed.stdout
+    assert "run-benchmarks compare" in failed.stdout and "git bisect start" in failed.stdout
