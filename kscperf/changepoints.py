@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Hashable, Mapping, Sequence, TypeVar
@@ -308,6 +309,26 @@ def _search(levels: np.ndarray, noise_variance: float) -> list[int]:
     return sorted(cuts)
 
 
+def _join_step_edges(cuts: list[int], levels: np.ndarray) -> list[int]:
+    """A one-build stretch between two cuts whose two sides differ (a step, with its first
+    build a little further out than the rest by noise) joins the side it is closer to: the
+    cut on its other side stays, the one between it and that side goes. One whose sides
+    agree is left for `_drop_outliers`: it reverts."""
+    bounds = [0, *cuts, len(levels)]
+    dropped = set()
+    for k in range(1, len(bounds) - 2):
+        a, b = bounds[k], bounds[k + 1]
+        if b - a != 1:
+            continue
+        left = float(levels[bounds[k - 1]:a].mean())
+        right = float(levels[b:bounds[k + 2]].mean())
+        x = float(levels[a])
+        if abs(left - right) * 2 <= min(abs(x - left), abs(x - right)):
+            continue
+        dropped.add(b if abs(x - right) <= abs(x - left) else a)
+    return [c for c in cuts if c not in dropped]
+
+
 def _drop_outliers(cuts: list[int], n: int, newest: bool) -> tuple[list[int], frozenset[int]]:
     """Persistence: a stretch of one build between two cuts (or at an edge of the segment)
     is an outlier. It leaves the level fit and the cut into it goes, while the cut out of it
@@ -393,9 +414,10 @@ def _nan_last(p: float) -> float:
 def _blips(levels: np.ndarray, noise_sd: float, newest: bool) -> np.ndarray:
     """Which builds are one-build blips: a level more than BLIP_SDS noise sds away, in the
     same direction, from each of the two builds before it and the two after it (those that
-    exist; at least two). A step is not a blip (its first build agrees with the builds after
-    it), nor is a two-build excursion (each agrees with the other). The newest build never
-    is: it may open a change."""
+    exist; at least two), where the builds on its two sides agree with each other (it
+    reverts). A step is not a blip (the builds before and after it differ), nor is a
+    two-build excursion (each agrees with the other). The newest build never is: it may
+    open a change."""
     import numpy as np
 
     n = levels.size
@@ -406,7 +428,16 @@ def _blips(levels: np.ndarray, noise_sd: float, newest: bool) -> np.ndarray:
     with np.errstate(invalid="ignore"):
         above = np.all((distances > limit) | ~present, axis=0)
         below = np.all((distances < -limit) | ~present, axis=0)
-    blips: np.ndarray = (above | below) & (present.sum(axis=0) >= 2)
+    # It must also revert: where both sides exist, they agree with each other better than
+    # with it. Otherwise the first build after a step, a little further out than the builds
+    # after it by noise, would pass for a blip and move the step one build late.
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a side with no neighbour: NaN
+        before = np.nanmean(distances[:2], axis=0)
+        after = np.nanmean(distances[2:], axis=0)
+        sides_apart = np.abs(before - after)
+        reverts = ~(sides_apart * 2 > np.minimum(np.abs(before), np.abs(after)))
+    blips: np.ndarray = (above | below) & (present.sum(axis=0) >= 2) & reverts
     if newest and n:
         blips[-1] = False
     return blips
@@ -427,6 +458,8 @@ def _segment_steps(series: _Series, noise_sd: float, min_effect: float,
     if n < 2:
         return []
     cuts = _search(series.levels, noise_sd * noise_sd)
+    if n >= SHORT_HISTORY:
+        cuts = _join_step_edges(cuts, series.levels)
     cuts, outliers = _drop_outliers(cuts, n, series.newest)
     changes = []
     for step in _prune(series, cuts, outliers, min_effect, alpha):

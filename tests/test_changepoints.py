@@ -81,6 +81,14 @@ def test_a_blip_next_to_a_step_does_not_hide_it() -> None:
     assert [(c.kind, c.after) for c in steps] == [("slower", 30)]
 
 
+def test_a_step_whose_first_build_overshoots_a_little_is_found_at_that_build() -> None:
+    # Little noise, and the first build after the step 1 % further out than the rest: still
+    # a step at build 5, not a blip at 5 and a step at 6.
+    levels = [1.0] * 5 + [1.31] + [1.3] * 4
+    steps = _steps(changepoints.detect_series(_series(levels, spread=0.002, processes=5)))
+    assert [(c.kind, c.before, c.after) for c in steps] == [("slower", 4, 5)]
+
+
 def test_a_two_build_excursion_persists_and_is_reported_both_ways() -> None:
     levels = [1.0] * 30 + [1.3] * 2 + [1.0] * 30
     steps = _steps(changepoints.detect_series(_series(levels)))
