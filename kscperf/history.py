@@ -37,7 +37,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Sequence
 
-from kscperf import stats
+from kscperf import machine, stats
 from kscperf.errors import BAD_STATUSES, CellStatus, KscperfError
 from kscperf.names import cell_name, compile_name, prep_name
 from kscperf.results import CellSummary, LoadedResults, load_results, write_text_atomic
@@ -62,7 +62,7 @@ INDEX_NAME = "index.sqlite"
 BUILDS_DIR = "builds"
 SERIES_KINDS = ("time", "compile", "prep", "memory", "cuda_memory")
 # Bumped whenever the index's tables change; an index of another version is rebuilt.
-_SCHEMA_VERSION = 2
+_SCHEMA_VERSION = 3
 
 # The metadata that makes a build's environment: a change of any of them inside a series is
 # an environment event, never a regression of the build. The machine class itself (the
@@ -72,9 +72,8 @@ _ENVIRONMENT_KEYS = (
     "gpu_name", "cpu_model_name", "cpu_count", "python_version", "profile", "processes",
     "values", "warmups", "min_time", "compile_cache", "isolation",
 )
-# Consecutive builds whose machine speeds differ by more than this fraction ran on a machine
-# that changed speed: an environment event ("machine speed").
-_MACHINE_SPEED_SHIFT = 0.10
+# Consecutive builds whose canaries say the machine changed speed (`machine.ShiftState`
+# CHANGED, as `compare` decides it) start a new "machine speed" epoch: an environment event.
 MACHINE_SPEED_DETAIL = "machine speed"
 # Beside a store's copy of a file added with --machine CLASS: that class.
 MACHINE_SUFFIX = ".machine"
@@ -93,7 +92,7 @@ CREATE TABLE builds (
     run_date TEXT NOT NULL,
     order_key TEXT NOT NULL,
     environment TEXT NOT NULL,          -- JSON object of _ENVIRONMENT_KEYS
-    machine_speed REAL,                 -- _machine_speed(); NULL when unknown
+    machine_scores TEXT,                -- JSON list: _machine_scores(); NULL when unknown
     UNIQUE (machine_class, label)
 );
 CREATE TABLE series (
@@ -132,7 +131,9 @@ class StoredBuild:
     commit_date: str
     run_date: str
     environment: dict[str, str]
-    machine_speed: float | None
+    # The canary scores of the run's processes in their usual machine state (None for a
+    # file without a canary).
+    machine_scores: tuple[float, ...] | None
     position: int = 0
 
     @property
@@ -214,11 +215,16 @@ def _is_bad(status: str) -> bool:
     return status in {s.value for s in BAD_STATUSES}
 
 
-def _machine_speed(loaded: LoadedResults) -> float | None:
-    """The speed of the machine during this run, from the run's own canary, or None when
-    the file has none. A shift between consecutive builds is an environment event
+def _scores_json(scores: list[float] | None) -> str | None:
+    return None if scores is None else json.dumps([float(f"{v:.6g}") for v in scores])
+
+
+def _machine_scores(loaded: LoadedResults) -> list[float] | None:
+    """The canary scores of the run's processes in their usual machine state, or None when
+    the file has no canary. A shift between consecutive builds is an environment event
     ("machine speed"), so a slow machine is never blamed on a build."""
-    return None
+    speed = machine.machine_speed(loaded.runs)
+    return None if speed is None else machine.usual_scores(speed)
 
 
 def machine_class_of(loaded: LoadedResults, machine: str | None = None) -> str:
@@ -451,13 +457,13 @@ class HistoryStore:
         commit_date, run_date = str(md.get("git_commit_date") or ""), str(md.get("date") or "")
         cursor = self._db.execute(
             "INSERT INTO builds (file, sha256, label, machine_class, git_commit, git_dirty, "
-            "commit_date, run_date, order_key, environment, machine_speed) "
+            "commit_date, run_date, order_key, environment, machine_scores) "
             "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
             (f"{BUILDS_DIR}/{stored}", c.sha256, c.loaded.build, c.machine_class,
              str(md.get("git_commit") or ""), int(bool(md.get("git_dirty"))), commit_date,
              run_date, _order_key(commit_date, run_date, c.loaded.build),
              json.dumps(environment_of(c.loaded), sort_keys=True),
-             _machine_speed(c.loaded)))
+             _scores_json(_machine_scores(c.loaded))))
         build_id = int(cursor.lastrowid or 0)
         series_ids = {(k, b): i for i, k, b in self._db.execute(
             "SELECT id, kind, benchmark FROM series WHERE machine_class = ?", (c.machine_class,))}
@@ -482,7 +488,7 @@ class HistoryStore:
     def builds(self, machine_class: str | None = None) -> list[StoredBuild]:
         """The builds, oldest first within each machine class (classes in name order)."""
         query = ("SELECT id, label, file, machine_class, git_commit, git_dirty, commit_date, "
-                 "run_date, environment, machine_speed FROM builds")
+                 "run_date, environment, machine_scores FROM builds")
         args: tuple[str, ...] = ()
         if machine_class is not None:
             query += " WHERE machine_class = ?"
@@ -490,9 +496,10 @@ class HistoryStore:
         rows = self._db.execute(query + " ORDER BY machine_class, order_key", args).fetchall()
         out: list[StoredBuild] = []
         position: dict[str, int] = {}
-        for (id_, label, file, cls, commit, dirty, cdate, rdate, env, speed) in rows:
+        for (id_, label, file, cls, commit, dirty, cdate, rdate, env, scores) in rows:
             out.append(StoredBuild(id_, label, os.path.join(self.root, file), cls, commit,
-                                   bool(dirty), cdate, rdate, json.loads(env), speed,
+                                   bool(dirty), cdate, rdate, json.loads(env),
+                                   None if scores is None else tuple(json.loads(scores)),
                                    position.get(cls, 0)))
             position[cls] = position.get(cls, 0) + 1
         return out
@@ -546,7 +553,7 @@ class HistoryStore:
         add and a full rebuild must agree on."""
         rows = self._db.execute(
             "SELECT b.label, b.file, b.sha256, b.machine_class, b.git_commit, b.git_dirty, "
-            "b.commit_date, b.run_date, b.order_key, b.environment, b.machine_speed, s.kind, "
+            "b.commit_date, b.run_date, b.order_key, b.environment, b.machine_scores, s.kind, "
             "s.benchmark, s.model, s.tool, s.task, s.config, p.status, p.samples, p.median, "
             "p.spread, p.detectable_se, p.detectable_df FROM points p "
             "JOIN builds b ON b.id = p.build_id "
@@ -678,19 +685,18 @@ def _given_class(path: str) -> str | None:
 # --------------------------------------------------------------------------------------
 
 def _speed_epochs(builds: Sequence[StoredBuild]) -> dict[int, int]:
-    """Per build id, how many machine-speed shifts came before it in its class: known
-    speeds of consecutive builds (unknown ones skipped) that differ by more than
-    `_MACHINE_SPEED_SHIFT`."""
+    """Per build id, how many machine-speed shifts came before it in its class: consecutive
+    builds with canaries (those without are skipped) whose machines differ as `compare`
+    would say "machine changed"."""
     epochs: dict[int, int] = {}
     epoch = 0
-    last: float | None = None
+    last: tuple[float, ...] | None = None
     for b in builds:
-        speed = b.machine_speed
-        if speed is not None and last is not None and last > 0 and abs(
-                speed / last - 1.0) > _MACHINE_SPEED_SHIFT:
+        scores = b.machine_scores
+        if scores and last and machine.compare_canary_scores(last, scores).shifted:
             epoch += 1
-        if speed is not None:
-            last = speed
+        if scores:
+            last = scores
         epochs[b.id] = epoch
     return epochs
 

@@ -13,7 +13,7 @@ import enum
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from kscperf import stats
 from kscperf.names import cell_name
@@ -29,6 +29,8 @@ __all__ = [
     "probe_score",
     "machine_speed",
     "compare_machine_speeds",
+    "compare_canary_scores",
+    "usual_scores",
 ]
 
 # Two runs' canaries must differ by at least this much (and significantly) before the
@@ -155,7 +157,14 @@ def compare_machine_speeds(base: MachineSpeed, new: MachineSpeed, *,
     process's canary score is one process's value), over the processes in the run's usual
     state. CHANGED needs a p-value under `alpha` and a ratio beyond `SHIFT_MIN_EFFECT`;
     UNCHANGED, an interval wholly within `SHIFT_MIN_EFFECT` of 1; otherwise UNRESOLVED."""
-    estimate = stats.compare_samples(_usual_scores(base), _usual_scores(new), alpha=alpha)
+    return compare_canary_scores(usual_scores(base), usual_scores(new), alpha=alpha)
+
+
+def compare_canary_scores(base: Sequence[float], new: Sequence[float], *,
+                          alpha: float = stats.ALPHA) -> MachineShift:
+    """NEW's machine against BASE's from their processes' canary scores, as
+    `compare_machine_speeds` decides it."""
+    estimate = stats.compare_samples([[s] for s in base], [[s] for s in new], alpha=alpha)
     direction = stats.classify_change(estimate.ratio, estimate.p_value,
                                       min_effect=SHIFT_MIN_EFFECT, alpha=alpha)
     limit = math.log1p(SHIFT_MIN_EFFECT)
@@ -169,7 +178,9 @@ def compare_machine_speeds(base: MachineSpeed, new: MachineSpeed, *,
     return MachineShift(estimate.ratio, estimate.low, estimate.high, estimate.p_value, state)
 
 
-def _usual_scores(speed: MachineSpeed) -> list[list[float]]:
+def usual_scores(speed: MachineSpeed) -> list[float]:
+    """The canary scores of the run's processes in its usual machine state (all of them
+    when every process was odd)."""
     odd = speed.odd_keys()
-    usual = [[p.score_s] for p in speed.processes if (p.cell, p.process_index) not in odd]
-    return usual or [[p.score_s] for p in speed.processes]
+    usual = [p.score_s for p in speed.processes if (p.cell, p.process_index) not in odd]
+    return usual or [p.score_s for p in speed.processes]

@@ -24,16 +24,17 @@ SMALL: dict[str, Any] = dict(models=("vrelu3",), tools=("pt", "compiled"), tasks
 
 
 def _build(d: Path, i: int, *, factor: float = 1.0, commit_date: str | None = None,
-           **metadata: Any) -> str:
+           machine: float = 1.0, **metadata: Any) -> str:
     """Synthetic build number `i`: run a day apart, commit `c<i>`; `factor` slows down the
-    compiled tool."""
+    compiled tool, `machine` the whole machine (every value and the canary)."""
     overrides = {"date": f"2024-05-{i + 1:02d}T12:00:00", "git_commit": f"{i:04d}" + "c" * 36}
     if commit_date is not None:
         overrides["git_commit_date"] = commit_date
     overrides.update(metadata)
     return synthetic.write_build(
         str(d / f"b{i}.json"), f"b{i}", seed=100 + i, metadata_overrides=overrides,
-        factor=lambda m, t, k, c: factor if t == "compiled" else 1.0, **SMALL)
+        factor=lambda m, t, k, c: factor if t == "compiled" else 1.0,
+        machine=lambda *k: machine, **SMALL)
 
 
 def _state(store: Path) -> tuple[list[tuple[Any, ...]], list[str]]:
@@ -208,6 +209,33 @@ def test_an_environment_change_is_an_event_never_a_regression(tmp_path: Path) ->
     assert events[0].key.benchmark == "all 13 series"
     check = cli("history", "check", "--store", store)
     assert check.returncode == 0, explain(check)
+
+
+def test_a_machine_that_changed_speed_is_an_event_never_a_regression(tmp_path: Path) -> None:
+    # From b5 on, the whole machine ran 1.4x slower: its canary says so, no build is to blame.
+    store = _history(tmp_path, 10, machine=lambda i: 1.4 if i >= 5 else 1.0)
+    changes = api.history_changes(store)
+    assert not any(c.is_regression for c in changes), changes
+    assert [(c.kind, c.before.label, c.after.label, c.detail) for c in changes] == [
+        ("environment", "b4", "b5", history.MACHINE_SPEED_DETAIL)]
+    with history.open_store(store) as s:
+        assert all(b.machine_scores for b in s.builds())
+    assert cli("history", "check", "--store", store).returncode == 0
+
+
+def test_builds_without_a_canary_are_not_a_machine_change(tmp_path: Path) -> None:
+    store = str(tmp_path / "store")
+    files = [_build(tmp_path, i) for i in range(4)]
+    old = tmp_path / "old"
+    old.mkdir()
+    files.append(synthetic.write_build(
+        str(old / "b4.json"), "b4", seed=104, canary=False,
+        metadata_overrides={"date": "2024-05-05T12:00:00", "git_commit": "0004" + "c" * 36},
+        **SMALL))
+    api.history_add(files, store)
+    assert api.history_changes(store) == []
+    with history.open_store(store) as s:
+        assert [b.machine_scores is None for b in s.builds()] == [False] * 4 + [True]
 
 
 def test_history_check_fails_when_the_newest_build_opens_a_regression(tmp_path: Path) -> None:
