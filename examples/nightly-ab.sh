@@ -20,7 +20,8 @@
 #
 # It keeps RESULTS/last-nightly.json (the last build's file) and RESULTS/last-nightly.env (its
 # label and Python), and writes RESULTS/BUILD.json (this build's file), RESULTS/BUILD.html (the
-# report) and, from `ab`, RESULTS/ab/BUILD/ with both builds' files of that night.
+# report), from `ab` RESULTS/ab/BUILD/ with both builds' files of that night, the history store
+# RESULTS/history/ and the dashboard RESULTS/dashboard/index.html.
 #
 # Exit status: 0 when every cell is ok and nothing regressed; 1 when a cell went bad or the
 # comparison found a regression (the files are written all the same); 2 for bad usage; else
@@ -122,9 +123,11 @@ cp "$out" "$RESULTS/last-nightly.json.new"
 mv "$RESULTS/last-nightly.json.new" "$RESULTS/last-nightly.json"
 printf 'build=%s\npython=%s\n' "$BUILD" "$NEW_PYTHON" > "$RESULTS/last-nightly.env"
 
-# When the history store lands: add the build to it and rebuild the dashboard here, e.g.
-#   run-benchmarks history add "$out"
-#   run-benchmarks dashboard ...
+# The build joins the history store and the dashboard is rebuilt (docs/dashboard.md). A
+# change of the machine's speed between nights is marked there as an event, not a change
+# of any build.
+run-benchmarks history add "$out" --store "$RESULTS/history"
+run-benchmarks dashboard --store "$RESULTS/history" -o "$RESULTS/dashboard"
 
 if [ "$bad" = yes ]; then
     say "FAILED: a cell went bad (incorrect, failed, timed out, crashed or out of memory); see $report"

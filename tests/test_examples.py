@@ -533,6 +533,8 @@ def test_nightly_ab_sh_runs_in_lockstep_with_the_last_nightly(tmp_path: Path) ->
         and "cell went bad" not in third.stderr), explain(third)
     assert "is gone: a plain run" in third.stderr
     assert str(results / "last-nightly.json") in third.stdout, explain(third)
+    assert len(list((results / "history" / "builds").glob("*.json"))) == 3
+    assert (results / "dashboard" / "index.html").is_file()
 
 
 # A stand-in for sbatch: runs the job at once, in the foreground, as Slurm would run it
