@@ -63,6 +63,7 @@ __all__ = [
     "compare_builds",
     "check_machines",
     "MACHINE_MISMATCH",
+    "machine_could_explain",
 ]
 
 REFERENCE_TOOL = "pt"
@@ -620,22 +621,26 @@ def _band(low: float, high: float, min_effect: float) -> int:
     return 0
 
 
-def _machine_could_explain(est: stats.RatioEstimate, direction: int,
-                           shift: machine.MachineShift, min_effect: float) -> bool:
+def machine_could_explain(low: float, high: float, direction: int,
+                          shift: machine.MachineShift, min_effect: float) -> bool:
     """Whether a change of the machine's speed within `shift`'s interval could explain this
     row's verdict (`direction` +1 slower, -1 faster, 0 same). A slower verdict is explained
     when the machine may have got slower (the interval reaches above 1) and the verdict
     does not stand after dividing out the interval's high end raised to
     `MACHINE_MISMATCH` (in log terms: the benchmark may move more than the canary); a
     faster one likewise with the low end. A `same` hides a change when, divided by any
-    value in the interval, it would be one."""
+    value in the interval, it would be one. `low` and `high` are the row's interval. When
+    the shift's interval is unknown (a side with one canary), any slower or faster verdict
+    could be the machine's."""
+    if not (math.isfinite(shift.low) and math.isfinite(shift.high)):
+        return direction != 0
     if direction == 0:
-        return _band(est.low / shift.high, est.high / shift.low, min_effect) != 0
+        return _band(low / shift.high, high / shift.low, min_effect) != 0
     far = shift.high if direction > 0 else shift.low
-    if not math.isfinite(far) or (far <= 1 if direction > 0 else far >= 1):
+    if far <= 1 if direction > 0 else far >= 1:
         return False
     scale = far ** MACHINE_MISMATCH
-    return _band(est.low / scale, est.high / scale, min_effect) != direction
+    return _band(low / scale, high / scale, min_effect) != direction
 
 
 def _machine_verdict(c: _Compared, direction: int, shift: machine.MachineShift | None,
@@ -644,14 +649,14 @@ def _machine_verdict(c: _Compared, direction: int, shift: machine.MachineShift |
     without a confident verdict."""
     if c.present.kind not in _TIMED_KINDS:
         return False
-    if c.usual_estimate is not None and direction != 0:
+    if c.usual_estimate is not None:
         usual = c.usual_estimate
         if stats.classify_change(usual.ratio, usual.p_value, min_effect=min_effect,
                                  alpha=alpha) != direction:
             return True
-    if shift is None or not shift.could_have_shifted or not math.isfinite(c.estimate.low):
+    if shift is None or not shift.could_have_shifted:
         return False
-    return _machine_could_explain(c.estimate, direction, shift, min_effect)
+    return machine_could_explain(c.estimate.low, c.estimate.high, direction, shift, min_effect)
 
 
 def _row(c: _Compared, q: float, min_effect: float, alpha: float,
@@ -692,8 +697,10 @@ def _geomeans(rows: Iterable[ComparisonRow], estimates: dict[str, stats.RatioEst
               alpha: float) -> tuple[GeoMean, ...]:
     groups: dict[tuple[str, str], list[ComparisonRow]] = {}
     for r in rows:
+        # A machine-shift row's ratio may be the machine's: no confident summary holds it.
         if (r.kind != "time" or r.base_status is not CellStatus.OK
-                or r.new_status is not CellStatus.OK or not math.isfinite(r.ratio)):
+                or r.new_status is not CellStatus.OK or not math.isfinite(r.ratio)
+                or r.verdict is Verdict.MACHINE_SHIFT):
             continue
         groups.setdefault(("all", ""), []).append(r)
         if r.tool:
@@ -752,7 +759,7 @@ def compare_builds(base: LoadedResults, new: LoadedResults, *,
     change needs a q-value (Benjamini-Hochberg over the rows of its kind) under `alpha`;
     rows come sorted slowest change first (regressions, then missing, same, new, fixed,
     faster; by ratio within each). Geometric means per tool, per task and over all cover
-    run-time rows correct (status ok) in both builds.
+    run-time rows correct (status ok) in both builds and not `machine-shift`.
 
     Raises KscperfError naming the difference when the files come from different machines,
     CPUs, GPUs, torch versions or profiles, unless `force` (the differences are then kept in

@@ -216,3 +216,22 @@ def test_canaries_too_noisy_to_tell_leave_the_machine_unresolved(tmp_path: Path)
     assert Verdict.SLOWER not in verdicts.values() and Verdict.FASTER not in verdicts.values()
     assert not c.has_regression
     assert formatting.machine_lines(c.machine)[0].startswith("machine speed: unresolved")
+
+
+def test_one_canary_a_side_leaves_no_confident_time_verdict(tmp_path: Path) -> None:
+    # One cell, one process each: the canary ratio has no interval. The machine was 1.3x
+    # slower and the code did not change: that must not be a regression.
+    one = dict(models=("vrelu3",), tools=("pt",), tasks=("fwd",), configs=("1024",),
+               processes=1)
+    base = write_build(str(tmp_path / "a.json"), "a", seed=1, **one)
+    new = write_build(str(tmp_path / "b.json"), "b", seed=2, machine=lambda *k: 1.3, **one)
+    c = compare.compare_builds(load_results(base), load_results(new))
+    assert c.machine.shift is not None and c.machine.shift.state is machine.ShiftState.UNRESOLVED
+    assert _time_verdicts(c) == {"vrelu3/pt/fwd/1024": Verdict.MACHINE_SHIFT}
+    assert not c.has_regression
+
+
+def test_geometric_means_leave_out_machine_shift_rows(tmp_path: Path) -> None:
+    c = _compare(tmp_path, {}, {"machine": lambda *k: 1.3})
+    assert set(_time_verdicts(c).values()) == {Verdict.MACHINE_SHIFT}
+    assert c.geomeans == ()
