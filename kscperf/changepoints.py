@@ -411,13 +411,15 @@ def _nan_last(p: float) -> float:
     return math.inf if math.isnan(p) else p
 
 
-def _blips(levels: np.ndarray, noise_sd: float, newest: bool) -> np.ndarray:
+def _blips(levels: np.ndarray, noise_sd: float, newest: bool,
+           interior_only: bool = False) -> np.ndarray:
     """Which builds are one-build blips: a level more than BLIP_SDS noise sds away, in the
     same direction, from each of the two builds before it and the two after it (those that
     exist; at least two), where the builds on its two sides agree with each other (it
     reverts). A step is not a blip (the builds before and after it differ), nor is a
     two-build excursion (each agrees with the other). The newest build never is: it may
-    open a change."""
+    open a change. With `interior_only` (a short history, where an edge build may be all of
+    a side) only builds with neighbours on both sides can be blips."""
     import numpy as np
 
     n = levels.size
@@ -438,6 +440,8 @@ def _blips(levels: np.ndarray, noise_sd: float, newest: bool) -> np.ndarray:
         sides_apart = np.abs(before - after)
         reverts = ~(sides_apart * 2 > np.minimum(np.abs(before), np.abs(after)))
     blips: np.ndarray = (above | below) & (present.sum(axis=0) >= 2) & reverts
+    if interior_only:
+        blips &= present[1] & present[2]
     if newest and n:
         blips[-1] = False
     return blips
@@ -452,8 +456,8 @@ def _without(series: _Series, dropped: np.ndarray) -> _Series:
 def _segment_steps(series: _Series, noise_sd: float, min_effect: float,
                    alpha: float) -> list[Change]:
     """The steps of one environment segment, as candidate `Change`s."""
-    if len(series.index) >= SHORT_HISTORY:
-        series = _without(series, _blips(series.levels, noise_sd, series.newest))
+    series = _without(series, _blips(series.levels, noise_sd, series.newest,
+                                     interior_only=len(series.index) < SHORT_HISTORY))
     n = len(series.index)
     if n < 2:
         return []

@@ -89,6 +89,11 @@ def test_a_step_whose_first_build_overshoots_a_little_is_found_at_that_build() -
     assert [(c.kind, c.before, c.after) for c in steps] == [("slower", 4, 5)]
 
 
+@pytest.mark.parametrize("levels", [[1.0, 1.3, 1.0], [1.0, 1.0, 1.3, 1.0]])
+def test_a_blip_that_reverts_in_a_short_history_is_no_step(levels: list[float]) -> None:
+    assert _steps(changepoints.detect_series(_series(levels, spread=0.005))) == []
+
+
 def test_a_two_build_excursion_persists_and_is_reported_both_ways() -> None:
     levels = [1.0] * 30 + [1.3] * 2 + [1.0] * 30
     steps = _steps(changepoints.detect_series(_series(levels)))
