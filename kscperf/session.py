@@ -147,7 +147,8 @@ def select_cells(config: RunConfig) -> Selection:
         plugins = plugin_tool_names(config.tool_plugins)
     except ValueError as exc:
         raise KscperfError(f"{exc}.") from None
-    tool_names = plan.resolve_tools(config.tools, list(plugins))
+    tool_names = plan.resolve_tools(config.tools, list(plugins),
+                                    [t for m in models for t in m.tool_names])
     task_names = plan.resolve_tasks(config.tasks)
     cells = plan.plan_cells(models, tool_names, task_names, list(config.patterns),
                             cuda_present=cuda_driver_present())
