@@ -38,7 +38,7 @@ _PARTIAL_WRITE_INTERVAL_S = 10.0
 # Per worker process, not per build: kept out of a build's metadata.
 _PER_RUN_KEYS = frozenset({"hostname", "cpu_model_name", "platform", "python_version",
                            "cpu_count", "python_executable", "cpu_affinity",
-                           "lockstep_unpaired_values"})
+                           "lockstep_unpaired_values", "torch_extensions_dir"})
 
 # Told, after each worker, its progress and the label of its build ("" for a single build).
 OnProgress = Callable[[schedule.Progress, str], None]
