@@ -456,7 +456,9 @@ def _where(exc: BaseException) -> str:
 
 
 def _reason_for(exc: BaseException) -> str:
-    return f"{describe_exception(exc)}{_where(exc)}"
+    # For these the status already says what kind of exception it was.
+    typed = not isinstance(exc, (Unsupported, Unavailable))
+    return f"{describe_exception(exc, with_type=typed)}{_where(exc)}"
 
 
 def _is_oom(exc: BaseException) -> bool:
