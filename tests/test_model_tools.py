@@ -90,6 +90,10 @@ def test_compile_prep_and_teardown_are_timed(own_tools_run: dict[str, Any]) -> N
     assert good[0]["metadata"]["torch_extensions_cache"] == "warm"
     names = {b["metadata"].get("name") for b in doc["benchmarks"]}
     assert "cube/good/fwd:compile" in names
+    # The table of compile times at the end of the run: one for every task.
+    compile_line = next(ln.split() for ln in own_tools_run["proc"].stdout.splitlines()
+                        if ln.split()[:2] == ["cube", "good"])
+    assert len(compile_line) == 2 + 4 * 2 and "-" not in compile_line, compile_line
 
 
 def test_list_shows_model_tools_and_tools_filter(tmp_path: Path) -> None:
