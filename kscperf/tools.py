@@ -162,14 +162,15 @@ def as_built(obj: Any, who: str) -> Built:
         raise TypeError(f"{who} returned {type(obj).__name__}, not a callable, an "
                         "nn.Module or an autograd.Function class")
     device = getattr(obj, "device", None)
-    if device is not None and str(device) not in ("cpu", "cuda"):
-        raise TypeError(f"{who}: device must be 'cpu' or 'cuda', not {device!r}")
+    if device is not None:
+        device = str(device).partition(":")[0]  # a torch.device("cuda:0") says "cuda"
+        if device not in ("cpu", "cuda"):
+            raise TypeError(f"{who}: device must be 'cpu' or 'cuda', not {device!r}")
     hooks = [getattr(obj, name, None) for name in ("example_prep", "example_done")]
     for name, hook in zip(("example_prep", "example_done"), hooks):
         if hook is not None and not callable(hook):
             raise TypeError(f"{who}: {name} must be callable")
-    return Built(fn, None if device is None else str(device), hooks[0], hooks[1],
-                 declared_support(obj, who))
+    return Built(fn, device, hooks[0], hooks[1], declared_support(obj, who))
 
 
 def split_device(tool: str) -> tuple[str, str]:
