@@ -267,8 +267,10 @@ def _load_plugin(name: str, target: str) -> ToolImpl:
                     support=declared_support(obj, f"tool plug-in {target}"))
 
 
-# A compiler's error line: `path:line:col: error: ...` (g++, clang, nvcc) or `error: ...`.
-_COMPILER_ERROR = re.compile(r"^(?:\S+?:\d+:(?:\d+:)?\s*)?(?:fatal )?error\b.*", re.MULTILINE)
+# A compiler's error line: `path:line:col: error: ...` (g++, clang), `path(line): error: ...`
+# (nvcc) or `error: ...`.
+_COMPILER_ERROR = re.compile(r"^(?:\S+?(?::\d+:(?:\d+:)?|\(\d+\):)\s*)?(?:fatal )?error\b.*",
+                             re.MULTILINE)
 
 
 def _compiler_error_line(text: str) -> str | None:
