@@ -313,13 +313,18 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def _print_outcome(result: Any, check_only: bool) -> None:
     from kscperf.compare import summarize_build
-    from kscperf.formatting import format_check_table, format_run_table, format_seconds
+    from kscperf.formatting import format_check_table, format_compile_table, \
+        format_run_table, format_seconds
 
     loaded = result.loaded[0]
     if check_only:
         print(format_check_table(loaded.cells))
     else:
-        print(format_run_table(*summarize_build(loaded)))
+        tools, rows = summarize_build(loaded)
+        print(format_run_table(tools, rows))
+        compile_table = format_compile_table(tools, rows)
+        if compile_table:
+            print("\n" + compile_table)
     counts: dict[str, int] = {}
     for cell in loaded.cells:
         counts[cell.status.value] = counts.get(cell.status.value, 0) + 1

@@ -17,6 +17,16 @@ and, optionally:
     B_skip(task, config)   a reason to skip that task on that config, or None
     B_timeout              seconds before one process of one of this model's cells is killed
 
+and tools of its own (model-defined tools), each a factory whose call is the tool's timed
+compile step and which returns the callable (see tools.build_model_tool):
+
+    B_tool_<name>()        tool `<name>`; a name ending in `_cuda` is a CUDA tool, which
+                           also gets `<name>_transfer`, timed with the copies to and from
+                           the GPU inside the timing
+    B_embedded_<suffix>()  Knossos's embedded C++: tool `embedded_<suffix>`
+    B_cuda_init()          Knossos's hand-written CUDA: tools `manual_cuda` and
+                           `manual_cuda_transfer`
+
 The parent reads module names statically with `ast` (no import, so no torch); the worker
 imports the module by path. A module that breaks the convention yields a `DefinitionProblem`
 naming the module and the function, and the other modules still run.
@@ -30,13 +40,16 @@ import os
 import sys
 import types
 import zlib
-from dataclasses import dataclass
-from typing import Any, Callable
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
 
 from kscperf.errors import KscperfError
+from kscperf.tools import BUILTIN_TOOLS, CUDA_SUFFIX
 
 __all__ = [
     "ModelDef",
+    "ModelTool",
+    "model_tools",
     "DefinitionProblem",
     "DefinitionError",
     "find_definition_files",
@@ -49,6 +62,11 @@ __all__ = [
 CONFIGS_SUFFIX = "_bench_configs"
 REFERENCE_SUFFIX = "_pytorch"
 NICE_SUFFIX = "_pytorch_nice"
+TOOL_INFIX = "_tool_"
+EMBEDDED_INFIX = "_embedded_"
+CUDA_INIT_SUFFIX = "_cuda_init"
+TRANSFER_SUFFIX = "_transfer"
+MANUAL_CUDA_TOOL = "manual_cuda"
 
 
 class DefinitionError(Exception):
@@ -56,14 +74,33 @@ class DefinitionError(Exception):
 
 
 @dataclass(frozen=True)
+class ModelTool:
+    """A tool that one model defines for itself: its name, the module-level factory that
+    builds it, whether it needs CUDA, and whether the copies of the inputs to the GPU and of
+    the outputs back are inside the timing (an explicit `_transfer` tool, never the default)."""
+
+    name: str
+    factory: str
+    cuda: bool = False
+    transfer: bool = False
+
+
+@dataclass(frozen=True)
 class ModelDef:
-    """A model found statically: its name, its module file and which functions it defines."""
+    """A model found statically: its name, its module file, which functions it defines and
+    the tools it defines for itself."""
 
     name: str
     module_path: str
     has_nice: bool
     has_source: bool
     timeout_s: float | None = None
+    tools: tuple[ModelTool, ...] = ()
+
+    @property
+    def tool_names(self) -> tuple[str, ...]:
+        """The names of the tools this model defines for itself."""
+        return tuple(t.name for t in self.tools)
 
 
 @dataclass(frozen=True)
@@ -135,6 +172,45 @@ def _literal_number(node: ast.AST | None) -> float | None:
     return None
 
 
+def _tools_of_factory(model: str, name: str) -> list[ModelTool]:
+    """The tools that the module-level `name` defines for `model`, if it is a factory."""
+    if name == model + CUDA_INIT_SUFFIX:
+        return [ModelTool(MANUAL_CUDA_TOOL, name, cuda=True),
+                ModelTool(MANUAL_CUDA_TOOL + TRANSFER_SUFFIX, name, cuda=True, transfer=True)]
+    for infix, prefix in ((TOOL_INFIX, ""), (EMBEDDED_INFIX, "embedded_")):
+        rest = name[len(model + infix):] if name.startswith(model + infix) else ""
+        # `B_tool_x_pytorch` is model `B_tool_x`'s reference, not a tool of model `B`.
+        if rest.isidentifier() and not ("_" + rest).endswith(
+                (CONFIGS_SUFFIX, REFERENCE_SUFFIX, NICE_SUFFIX)):
+            tool = prefix + rest
+            if not tool.endswith(CUDA_SUFFIX):
+                return [ModelTool(tool, name)]
+            return [ModelTool(tool, name, cuda=True),
+                    ModelTool(tool + TRANSFER_SUFFIX, name, cuda=True, transfer=True)]
+    return []
+
+
+def model_tools(model: str, names: Iterable[str],
+                where: str) -> tuple[list[ModelTool], list[str]]:
+    """The tools `model` defines for itself among the module-level `names` of `where`
+    (a module path), sorted by name, and a sentence for each factory that was refused: one
+    that takes a built-in tool's name, or a tool name that two factories claim."""
+    builtin = set(BUILTIN_TOOLS) | {t + CUDA_SUFFIX for t in BUILTIN_TOOLS}
+    found: dict[str, ModelTool] = {}
+    problems: list[str] = []
+    for name in sorted(names):
+        for tool in _tools_of_factory(model, name):
+            if tool.name in builtin:
+                problems.append(f"{where}: {name}() would define tool {tool.name}, which is "
+                                f"a built-in tool; rename it (that tool was not run).")
+            elif tool.name in found and found[tool.name].factory != name:
+                problems.append(f"{where}: {found[tool.name].factory}() and {name}() both "
+                                f"define tool {tool.name}; only the first was run.")
+            else:
+                found[tool.name] = tool
+    return sorted(found.values(), key=lambda t: t.name), problems
+
+
 def scan_models(files: list[str]) -> tuple[list[ModelDef], list[DefinitionProblem]]:
     """The models defined in `files`, read statically, and the problems found on the way.
 
@@ -170,10 +246,12 @@ def scan_models(files: list[str]) -> tuple[list[ModelDef], list[DefinitionProble
                     f"only the first was run (rename one)."))
                 continue
             seen[model] = path
+            tools, tool_problems = model_tools(model, names, path)
+            problems += [DefinitionProblem(path, p) for p in tool_problems]
             models.append(ModelDef(
                 name=model, module_path=path, has_nice=model + NICE_SUFFIX in names,
                 has_source=model in names,
-                timeout_s=_literal_number(names.get(model + "_timeout"))))
+                timeout_s=_literal_number(names.get(model + "_timeout")), tools=tuple(tools)))
         if not any(n.endswith(CONFIGS_SUFFIX) for n in names) and any(
                 n.endswith(REFERENCE_SUFFIX) for n in names):
             ref = next(n for n in names if n.endswith(REFERENCE_SUFFIX))
@@ -219,6 +297,8 @@ class ResolvedModel:
     diff_args: tuple[int, ...] | None
     tolerances: dict[str, dict[str, float]]
     skip: Callable[[str, str], str | None] | None
+    # The model's own tools, by name, with what their factory name holds in the module.
+    tools: dict[str, tuple[ModelTool, Any]] = field(default_factory=dict)
 
     def function_for(self, kind: str) -> tuple[str, Callable[..., Any]] | None:
         """The function a tool of `kind` ("pytorch", "nice" or "source") takes, with its name;
@@ -263,9 +343,12 @@ def resolve_model(module: types.ModuleType, model: str) -> ResolvedModel:
     tolerances = get("_tolerances", want_callable=False) or {}
     if not isinstance(tolerances, dict):
         raise DefinitionError(f"{where}: {model}_tolerances must be a dict")
+    own_tools, _ = model_tools(model, vars(module), where)
+    # Checked when the tool is built, so that a bad factory fails only its own cells.
+    tools = {t.name: (t, getattr(module, t.factory)) for t in own_tools}
     return ResolvedModel(
         name=model, module_path=where, configs=get(CONFIGS_SUFFIX, required=True),
         reference=get(REFERENCE_SUFFIX, required=True), nice=get(NICE_SUFFIX),
         source=get(""), config_names=list(names) if names is not None else None,
         diff_args=tuple(diff) if diff is not None else None, tolerances=tolerances,
-        skip=get("_skip"))
+        skip=get("_skip"), tools=tools)

@@ -137,6 +137,25 @@ def format_run_table(tools: list[str], rows: list[BuildRow]) -> str:
     return "\n".join(lines)
 
 
+def format_compile_table(tools: list[str], rows: list[BuildRow]) -> str:
+    """The compile times of the end of a run: one line per model and tool that compiles
+    (median over processes), one column per task; empty when nothing was compiled."""
+    compile_s: dict[tuple[str, str], dict[str, float]] = {}
+    for r in rows:
+        for tool in tools:
+            view = r.cells.get(tool)
+            if view is not None and math.isfinite(view.compile_s):
+                compile_s.setdefault((r.model, tool), {}).setdefault(r.task, view.compile_s)
+    if not compile_s:
+        return ""
+    tasks = list(dict.fromkeys(r.task for r in rows))
+    header = ["model", "tool"] + [f"{t} compile" for t in tasks]
+    body = [[safe_text(model), safe_text(tool)]
+            + [format_seconds(per_task.get(t, math.nan)) for t in tasks]
+            for (model, tool), per_task in compile_s.items()]
+    return _align([header] + body)
+
+
 def format_check_table(cells: list[CellSummary]) -> str:
     """The `check` table: one line per model/tool/task/config with its status, what was
     compared, the worst absolute and relative errors and the tolerance."""

@@ -1,7 +1,8 @@
 """Cells from models × tools × tasks: name validation, filters, shards and rounds.
 
-Planning never imports torch or a definition module: models come from `definitions.scan_models`
-(static) and plug-in tool names from entry points and options, unimported.
+Planning never imports torch or a definition module: models (and the tools they define for
+themselves) come from `definitions.scan_models` (static) and plug-in tool names from entry
+points and options, unimported.
 """
 
 from __future__ import annotations
@@ -35,10 +36,13 @@ class PlannedCell:
         return cell_name(self.model.name, self.tool, self.task)
 
 
-def all_tool_names(plugin_names: list[str]) -> list[str]:
-    """Every tool, CPU tools first: the built-ins, the plug-ins, then their CUDA twins."""
+def all_tool_names(plugin_names: list[str], model_tool_names: list[str] | None = None
+                   ) -> list[str]:
+    """Every tool: the built-ins, the plug-ins, the tools that models define for
+    themselves, then the CUDA twins of the built-ins and plug-ins."""
     base = list(BUILTIN_TOOLS) + [p for p in plugin_names if p not in BUILTIN_TOOLS]
-    return base + [t + CUDA_SUFFIX for t in base]
+    own = [t for t in dict.fromkeys(model_tool_names or []) if t not in base]
+    return base + own + [t + CUDA_SUFFIX for t in base]
 
 
 def _chosen(requested: str, known: list[str], kind: str, hint: str = "") -> list[str]:
@@ -54,10 +58,11 @@ def _chosen(requested: str, known: list[str], kind: str, hint: str = "") -> list
     return chosen
 
 
-def resolve_tools(requested: str | None, plugin_names: list[str]) -> list[str]:
+def resolve_tools(requested: str | None, plugin_names: list[str],
+                  model_tool_names: list[str] | None = None) -> list[str]:
     """The tools named in a comma list, in the order given (default: all); KscperfError for
     an unknown one."""
-    known = all_tool_names(plugin_names)
+    known = all_tool_names(plugin_names, model_tool_names)
     if requested is None:
         return known
     hint = " (plug-ins register more with --tool-plugin)"
@@ -76,17 +81,23 @@ def resolve_tasks(requested: str | None) -> list[str]:
 def plan_cells(models: list[ModelDef], tools: list[str], tasks: list[str],
                patterns: list[str] | None = None, cuda_present: bool = True) -> list[PlannedCell]:
     """Cells in model, tool, task order, keeping those whose `model/tool/task` name contains
-    any of `patterns` (all when none). Without an NVIDIA driver, CUDA cells are planned as
-    skipped so that no process is spent on them."""
+    any of `patterns` (all when none). A tool that a model defines for itself gets cells of
+    that model only (and, for that model, replaces a plug-in of the same name). Without an
+    NVIDIA driver, CUDA cells are planned as skipped so that no process is spent on them."""
+    owned = {t for m in models for t in m.tool_names}
     cells = []
     for model in models:
+        own = {t.name: t for t in model.tools}
         for tool in tools:
+            if tool in owned and tool not in own:
+                continue
+            needs_cuda = own[tool].cuda if tool in own else split_device(tool)[1] == "cuda"
             for task in tasks:
                 name = cell_name(model.name, tool, task)
                 if patterns and not any(p in name for p in patterns):
                     continue
                 skip = None
-                if split_device(tool)[1] == "cuda" and not cuda_present:
+                if needs_cuda and not cuda_present:
                     skip = "no NVIDIA GPU driver found on this machine"
                 cells.append(PlannedCell(model, tool, task, skip))
     return cells

@@ -38,7 +38,7 @@ _PARTIAL_WRITE_INTERVAL_S = 10.0
 # Per worker process, not per build: kept out of a build's metadata.
 _PER_RUN_KEYS = frozenset({"hostname", "cpu_model_name", "platform", "python_version",
                            "cpu_count", "python_executable", "cpu_affinity",
-                           "lockstep_unpaired_values"})
+                           "lockstep_unpaired_values", "torch_extensions_dir"})
 
 # Told, after each worker, its progress and the label of its build ("" for a single build).
 OnProgress = Callable[[schedule.Progress, str], None]
@@ -147,7 +147,8 @@ def select_cells(config: RunConfig) -> Selection:
         plugins = plugin_tool_names(config.tool_plugins)
     except ValueError as exc:
         raise KscperfError(f"{exc}.") from None
-    tool_names = plan.resolve_tools(config.tools, list(plugins))
+    tool_names = plan.resolve_tools(config.tools, list(plugins),
+                                    [t for m in models for t in m.tool_names])
     task_names = plan.resolve_tasks(config.tasks)
     cells = plan.plan_cells(models, tool_names, task_names, list(config.patterns),
                             cuda_present=cuda_driver_present())

@@ -143,6 +143,7 @@ class ConfigResult:
     date: str = ""
     duration_s: float | None = None
     numel: int | None = None
+    teardown_s: float | None = None  # the tool's own example_done, when it has one
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

@@ -17,19 +17,42 @@ an instance) that has:
     lazy = False       (optional) True when the returned callable compiles on its first call
         (as torch.compile does); compile time is then the first call minus a steady call.
 
+    tasks = ("inference", ...)  (optional) the tasks it supports (default: all); the others
+        are `unsupported`, before anything is compiled.
+    unsupported_reason = "..."  (optional) why the other tasks are not supported.
+
 found through the entry point group `kscperf.tools` (the entry point's name is the tool's
 name) or the command-line option `--tool-plugin [NAME=]module:object` (NAME defaults to
-`object`). Plug-ins are imported in the worker only.
+`object`). Plug-ins are imported in the worker only. A plug-in whose module, or whose
+compile, raises ModuleNotFoundError (an optional dependency is not installed) is `skipped`,
+with that message as the reason.
+
+A model may also define tools of its own (definitions.ModelTool): calling its factory is the
+compile step, and it returns the callable. What a plug-in's `compile` or a model's factory
+returns is read by `as_built`, one mechanism for both: a callable (an autograd.Function class
+is called through its `apply`), which may also have
+
+    device = "cpu"            the device its inputs go to (model tools only)
+    tasks, unsupported_reason as for a plug-in, checked once it is built
+    example_prep(*args)       prepares one config's inputs (timed as prep) and returns the
+                              arguments to call with (None: the inputs as they are)
+    example_done(*args)       releases what example_prep made (timed as teardown)
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.metadata
-from dataclasses import dataclass
-from typing import Any, Callable
+import os
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from kscperf.errors import describe_exception
+from kscperf.names import TASKS
+
+if TYPE_CHECKING:
+    from kscperf.definitions import ModelTool
 
 __all__ = [
     "BUILTIN_TOOLS",
@@ -37,7 +60,13 @@ __all__ = [
     "CUDA_SUFFIX",
     "ENTRY_POINT_GROUP",
     "Unsupported",
+    "Unavailable",
+    "TaskSupport",
     "ToolImpl",
+    "Built",
+    "as_built",
+    "declared_support",
+    "model_tool",
     "parse_plugin_option",
     "plugin_tool_names",
     "load_tool",
@@ -55,15 +84,93 @@ class Unsupported(Exception):
     """The tool cannot run this model on this device; the message says why."""
 
 
+class Unavailable(Exception):
+    """The tool cannot run on this machine (an optional dependency is missing); the cell is
+    skipped and the message says why."""
+
+
+@dataclass(frozen=True)
+class TaskSupport:
+    """The tasks a tool says it supports (None: all) and why it does not support the rest."""
+
+    tasks: tuple[str, ...] | None = None
+    reason: str = ""
+
+    def refusal(self, tool: str, task: str) -> str | None:
+        """Why `tool` does not run `task`, or None when it does."""
+        if self.tasks is None or task in self.tasks:
+            return None
+        if self.reason:
+            return f"{tool} does not support {task}: {self.reason}"
+        return f"{tool} supports only {', '.join(self.tasks) or 'no task'}, not {task}"
+
+
+def declared_support(obj: Any, who: str) -> TaskSupport:
+    """What `obj` says of the tasks it supports (its `tasks` and `unsupported_reason`);
+    TypeError naming `who` when `tasks` is not a list of task names."""
+    tasks = getattr(obj, "tasks", None)
+    reason = getattr(obj, "unsupported_reason", "")
+    if tasks is None:
+        return TaskSupport(None, str(reason or ""))
+    if isinstance(tasks, str) or not all(t in TASKS for t in tasks):
+        raise TypeError(f"{who}: tasks must be a list of task names out of "
+                        f"{', '.join(TASKS)}, not {tasks!r}")
+    return TaskSupport(tuple(tasks), str(reason or ""))
+
+
 @dataclass(frozen=True)
 class ToolImpl:
-    """A loaded tool: which function it takes, whether it compiles lazily, and how."""
+    """A loaded tool: which function it takes, whether it compiles lazily, and how; the
+    tasks it says it supports before compiling, and whether it needs CUDA whatever the
+    device of its inputs (a tool with the copies to and from the GPU inside its timing)."""
 
     name: str
     source: str
     lazy: bool
-    compile: Callable[[Callable[..., Any], tuple[Any, ...], str], Callable[..., Any]]
+    compile: Callable[[Callable[..., Any], tuple[Any, ...], str], Any]
     compiles: bool = True  # False for tools that run the function as it is (no compile time)
+    support: TaskSupport = field(default_factory=TaskSupport)
+    needs_cuda: bool = False
+    model_defined: bool = False
+
+
+@dataclass(frozen=True)
+class Built:
+    """What a tool's compile step built: the callable, the device its inputs go to when it
+    says so, its prep and teardown hooks, and the tasks it supports."""
+
+    fn: Callable[..., Any]
+    device: str | None = None
+    example_prep: Callable[..., Any] | None = None
+    example_done: Callable[..., Any] | None = None
+    support: TaskSupport = field(default_factory=TaskSupport)
+
+
+def as_built(obj: Any, who: str) -> Built:
+    """What a compile step returned, read the one way for plug-ins and model tools: an
+    autograd.Function class is called through `apply`, and a callable's optional `device`,
+    `tasks`, `unsupported_reason`, `example_prep` and `example_done` are kept. TypeError
+    naming `who` for anything that cannot be called."""
+    import torch
+
+    if isinstance(obj, Built):
+        return obj
+    fn = obj
+    if isinstance(obj, type) and issubclass(obj, torch.autograd.Function):
+        fn = obj.apply
+    elif isinstance(obj, type) or not callable(obj):
+        raise TypeError(f"{who} returned {type(obj).__name__}, not a callable, an "
+                        "nn.Module or an autograd.Function class")
+    device = getattr(obj, "device", None)
+    if device is not None:
+        device = str(device).partition(":")[0]  # a torch.device("cuda:0") says "cuda"
+        if device not in ("cpu", "cuda"):
+            raise TypeError(f"{who}: device must be 'cpu' or 'cuda', not {device!r}")
+    hooks = [getattr(obj, name, None) for name in ("example_prep", "example_done")]
+    for name, hook in zip(("example_prep", "example_done"), hooks):
+        if hook is not None and not callable(hook):
+            raise TypeError(f"{who}: {name} must be callable")
+    return Built(fn, device, hooks[0], hooks[1], declared_support(obj, who))
 
 
 def split_device(tool: str) -> tuple[str, str]:
@@ -132,7 +239,10 @@ _BUILTINS: dict[str, ToolImpl] = {
 
 def _load_plugin(name: str, target: str) -> ToolImpl:
     module_name, _, attr = target.partition(":")
-    obj: Any = importlib.import_module(module_name)
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise Unavailable(f"tool {name} is not available here: {exc}") from exc
     for part in attr.split("."):
         obj = getattr(obj, part)
     if isinstance(obj, type):
@@ -150,13 +260,83 @@ def _load_plugin(name: str, target: str) -> ToolImpl:
             return compile_fn(fn, example_inputs, device)
         except NotImplementedError as exc:
             raise Unsupported(str(exc) or f"{name} does not support this model") from exc
+        except ModuleNotFoundError as exc:
+            raise Unavailable(f"tool {name} is not available here: {exc}") from exc
 
-    return ToolImpl(name, source, bool(getattr(obj, "lazy", False)), compile_plugin)
+    return ToolImpl(name, source, bool(getattr(obj, "lazy", False)), compile_plugin,
+                    support=declared_support(obj, f"tool plug-in {target}"))
 
 
-def load_tool(tool: str, plugin_options: tuple[str, ...] = ()) -> tuple[ToolImpl, str]:
-    """The implementation of `tool` (a built-in or plug-in name, maybe with `_cuda`) and its
-    device. Raises KeyError for an unknown name."""
+# A compiler's error line: `path:line:col: error: ...` (g++, clang), `path(line): error: ...`
+# (nvcc) or `error: ...`.
+_COMPILER_ERROR = re.compile(r"^(?:\S+?(?::\d+:(?:\d+:)?|\(\d+\):)\s*)?(?:fatal )?error\b.*",
+                             re.MULTILINE)
+
+
+def _compiler_error_line(text: str) -> str | None:
+    """The first error line of a compiler's output, with the file named by its base name."""
+    match = _COMPILER_ERROR.search(text)
+    if match is None:
+        return None
+    line = match.group(0).strip()
+    path, sep, rest = line.partition(":")
+    return os.path.basename(path) + sep + rest if sep and os.sep in path else line
+
+
+def _with_transfer(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn` on CUDA, called with CPU tensors: the copies there and back are inside each call
+    (and inside autograd, so gradients come back to the CPU inputs)."""
+    import torch
+
+    def transferred(*args: Any) -> Any:
+        out = fn(*(a.to("cuda") if isinstance(a, torch.Tensor) else a for a in args))
+        if isinstance(out, torch.Tensor):
+            return out.to("cpu")
+        if isinstance(out, (tuple, list)):
+            return type(out)(o.to("cpu") if isinstance(o, torch.Tensor) else o for o in out)
+        return out
+
+    return transferred
+
+
+def model_tool(tool: ModelTool, factory: Any, where: str) -> tuple[ToolImpl, str]:
+    """The implementation of a tool that a model defines for itself (its factory found in the
+    module `where`), and the device of its inputs. Its compile step calls the factory and
+    returns a `Built`; a factory that raises while building C++ or CUDA code fails with the
+    compiler's first error line."""
+    who = f"{tool.factory}()"
+
+    def build(fn: Callable[..., Any], example_inputs: tuple[Any, ...], device: str) -> Built:
+        if not callable(factory):
+            raise TypeError(f"{where}: {tool.factory} is a {type(factory).__name__}, "
+                            "not a function")
+        try:
+            made = factory()
+        except Exception as exc:
+            error_line = _compiler_error_line(str(exc))
+            if error_line is None:
+                raise
+            raise RuntimeError(f"building {who} failed: {error_line}") from exc
+        built = as_built(made, who)
+        if tool.transfer:
+            return Built(_with_transfer(built.fn), "cpu", built.example_prep,
+                         built.example_done, built.support)
+        return built
+
+    device = "cuda" if tool.cuda and not tool.transfer else "cpu"
+    return ToolImpl(tool.name, "pytorch", False, build, needs_cuda=tool.cuda,
+                    model_defined=True), device
+
+
+def load_tool(tool: str, plugin_options: tuple[str, ...] = (),
+              model_tools: Mapping[str, tuple[ModelTool, Any]] | None = None,
+              where: str = "") -> tuple[ToolImpl, str]:
+    """The implementation of `tool` (one of `model_tools`, the model's own tools with their
+    factories, found in module `where`; else a built-in or plug-in name, maybe with `_cuda`)
+    and the device of its inputs. Raises KeyError for an unknown name, Unavailable for a
+    plug-in whose module needs a module that is not installed."""
+    if model_tools and tool in model_tools:
+        return model_tool(*model_tools[tool], where)
     base, device = split_device(tool)
     if base in _BUILTINS:
         return _BUILTINS[base], device

@@ -8,7 +8,8 @@ where a worker that died was) and each the `phase` of a failure inside it:
     compile   the tool's build, timed (for lazy compilers the   _compile_cell
               first call minus a steady call)
     then per config (_run_config): skip hooks, prep (timed, _prep), check against the float64
-    reference (_check), calibrated timing and peak memory (run, _measure), teardown.
+    reference (_check), calibrated timing and peak memory (run, _measure), teardown (the
+    tool's own example_done timed, _example_done).
 
 Writes the result so far after each config and one result file at the end, atomically, and
 exits 0 whenever it wrote one. Decides nothing that is not in the spec.
@@ -46,7 +47,7 @@ from kscperf.lockstep import Turns
 from kscperf.results import write_text_atomic
 from kscperf.spec import CanaryProbe, CellResult, CellSpec, ConfigResult, partial_result_path, \
     phase_path
-from kscperf.tools import ToolImpl, Unsupported, load_tool
+from kscperf.tools import Built, ToolImpl, Unavailable, Unsupported, as_built, load_tool
 
 __all__ = ["run_cell", "load_configs", "main", "serve"]
 
@@ -102,6 +103,7 @@ class _Cell:
     model: ResolvedModel
     task: tasks.Task
     compiled: Callable[..., Any]
+    built: Built
     lazy: bool
     device: str
     who: str
@@ -182,19 +184,30 @@ def _pin(affinity: tuple[int, ...]) -> None:
 
 
 def _load(spec: CellSpec, metadata: dict[str, Any], t_start: float) -> _Loaded | CellResult:
-    """The import phase: the tool and the model, or the result that ends the cell here.
-    Adds the torch metadata of the tool's device to `metadata`."""
+    """The import phase: the model and the tool (a tool the model defines for itself, else a
+    built-in or plug-in), or the result that ends the cell here: an unknown tool, a tool
+    that is not available or needs CUDA here, a task the tool declines. Adds the torch
+    metadata of the tool's device to `metadata`, and for a model's own tool which
+    extensions cache its build uses."""
+    model = resolve_model(import_definition_module(spec.module_path), spec.model)
     try:
-        tool, device = load_tool(spec.tool, spec.tool_plugins)
+        tool, device = load_tool(spec.tool, spec.tool_plugins, model.tools, model.module_path)
     except KeyError:
         return CellResult.for_spec(spec, CellStatus.FAILED, f"unknown tool {spec.tool!r}",
                                    "import")
-    if device == "cuda" and not torch.cuda.is_available():
+    except Unavailable as exc:
+        return CellResult.for_spec(spec, CellStatus.SKIPPED, str(exc), "import")
+    if (device == "cuda" or tool.needs_cuda) and not torch.cuda.is_available():
         return CellResult.for_spec(spec, CellStatus.SKIPPED,
                                    "CUDA is not available to torch on this machine", "import")
+    refusal = tool.support.refusal(spec.tool, spec.task)
+    if refusal:
+        return CellResult.for_spec(spec, CellStatus.UNSUPPORTED, refusal, "compile")
     _preload(_PRELOAD_ALWAYS + (_PRELOAD_FOR_COMPILERS if tool.lazy else ()))
-    metadata.update(torch_info(device))
-    model = resolve_model(import_definition_module(spec.module_path), spec.model)
+    metadata.update(torch_info("cuda" if tool.needs_cuda else device))
+    if tool.model_defined:
+        metadata.update(torch_extensions_cache=spec.compile_cache,
+                        torch_extensions_dir=os.environ.get("TORCH_EXTENSIONS_DIR", ""))
     import_s = time.perf_counter() - t_start
     chosen = model.function_for(tool.source)
     if chosen is None:
@@ -267,23 +280,28 @@ def _compile_cell(spec: CellSpec, loaded: _Loaded, first_config: tuple[Any, ...]
     task = tasks.task_for(spec.task)
     example = tasks.to_device_args(first_config, loaded.device)
     diff = tasks.differentiable_indices(example, loaded.model.diff_args)
-    compiled, compile_s = _compile(loaded, example, diff, task)
+    built, compile_s = _compile(loaded, example, diff, task)
+    refusal = built.support.refusal(spec.tool, spec.task)
+    if refusal:
+        raise Unsupported(refusal)
+    device = built.device if loaded.tool.model_defined and built.device else loaded.device
     if clock is None:
-        clock = measure.cuda_clock() if loaded.device == "cuda" else measure.cpu_clock()
-    cell = _Cell(spec, loaded.model, task, compiled, loaded.tool.lazy, loaded.device,
+        clock = measure.cuda_clock() if device == "cuda" else measure.cpu_clock()
+    cell = _Cell(spec, loaded.model, task, built.fn, built, loaded.tool.lazy, device,
                  loaded.who, clock, dict(spec.loops), after_value)
     return cell, (compile_s if loaded.tool.compiles else None)
 
 
 def _compile(loaded: _Loaded, example: tuple[Any, ...], diff: tuple[int, ...],
-             task: tasks.Task) -> tuple[Callable[..., Any], float]:
+             task: tasks.Task) -> tuple[Built, float]:
     t0 = time.perf_counter()
     compiled = loaded.tool.compile(loaded.fn, example, loaded.device)
     _sync(loaded.device)
     compile_s = time.perf_counter() - t0
+    built = as_built(compiled, loaded.who)
     if loaded.tool.lazy:
-        compile_s += _first_call_compile_s(compiled, example, diff, task, loaded)
-    return compiled, compile_s
+        compile_s += _first_call_compile_s(built.fn, example, diff, task, loaded)
+    return built, compile_s
 
 
 def _first_call_compile_s(compiled: Callable[..., Any], example: tuple[Any, ...],
@@ -322,9 +340,13 @@ def _run_config(cell: _Cell, name: str, config: tuple[Any, ...]) -> ConfigResult
         phase = _enter("check", name)
         common.update(_check(cell, config, ready))
         if cell.spec.check_only:
-            return ConfigResult(peak_rss_bytes=measure.peak_rss_bytes(), **common)
-        phase = _enter("run", name)
-        return _measure(cell, name, ready.prepared, common)
+            result = ConfigResult(peak_rss_bytes=measure.peak_rss_bytes(), **common)
+        else:
+            phase = _enter("run", name)
+            result = _measure(cell, name, ready.prepared, common)
+        if cell.built.example_done is not None:
+            phase = _enter("teardown", name)
+        return _example_done(cell, ready, result)
     except Exception as exc:
         # What the check found (and prep time) stays; the status is the failure's.
         kept = {k: v for k, v in common.items() if k not in ("status", "reason", "phase")}
@@ -350,6 +372,9 @@ def _prep(cell: _Cell, name: str, config: tuple[Any, ...]) -> _Ready | str:
     cotangent_seed = (cell.spec.seed * 1_000_003 + zlib.crc32(name.encode())) % 2**63
     t0 = time.perf_counter()
     args = tasks.to_device_args(config, cell.device)
+    if cell.built.example_prep is not None:
+        prepped = cell.built.example_prep(*args)
+        args = args if prepped is None else _as_args(prepped)
     prepared = cell.task.prepare(cell.compiled, args, diff, cotangent_seed, cell.who)
     if cell.lazy:
         # A lazy compiler compiles again for each new shape on the first call: that is
@@ -358,6 +383,16 @@ def _prep(cell: _Cell, name: str, config: tuple[Any, ...]) -> _Ready | str:
             prepared.timed()
     _sync(cell.device)
     return _Ready(args, ref_args, diff, cotangent_seed, prepared, time.perf_counter() - t0)
+
+
+def _example_done(cell: _Cell, ready: _Ready, result: ConfigResult) -> ConfigResult:
+    """The tool's own teardown of one config (its `example_done`), timed as teardown_s."""
+    if cell.built.example_done is None:
+        return result
+    t0 = time.perf_counter()
+    cell.built.example_done(*ready.args)
+    _sync(cell.device)
+    return dataclasses.replace(result, teardown_s=time.perf_counter() - t0)
 
 
 def _jacobian_too_big(cell: _Cell, ref_args: tuple[Any, ...], diff: tuple[int, ...]) -> str:
@@ -428,7 +463,9 @@ def _where(exc: BaseException) -> str:
 
 
 def _reason_for(exc: BaseException) -> str:
-    return f"{describe_exception(exc)}{_where(exc)}"
+    # For these the status already says what kind of exception it was.
+    typed = not isinstance(exc, (Unsupported, Unavailable))
+    return f"{describe_exception(exc, with_type=typed)}{_where(exc)}"
 
 
 def _is_oom(exc: BaseException) -> bool:
@@ -443,6 +480,8 @@ def _is_oom(exc: BaseException) -> bool:
 def _status_for(exc: BaseException) -> CellStatus:
     if isinstance(exc, Unsupported):
         return CellStatus.UNSUPPORTED
+    if isinstance(exc, Unavailable):
+        return CellStatus.SKIPPED
     return CellStatus.OOM if _is_oom(exc) else CellStatus.FAILED
 
 
@@ -471,6 +510,8 @@ def main(spec_path: str, result_path: str) -> int:
     with open(spec_path, encoding="utf-8") as fp:
         spec = CellSpec.from_dict(json.load(fp))
     cache = _cold_compiler_caches() if spec.compile_cache == "cold" else None
+    if cache is None:
+        os.environ.setdefault("TORCH_EXTENSIONS_DIR", _warm_extensions_dir())
     global _phase_path
     _phase_path = phase_path(result_path)
     turns = None
@@ -500,7 +541,20 @@ def _cold_compiler_caches() -> str:
     cache = tempfile.mkdtemp(prefix="kscperf-cold-cache-")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(cache, "inductor")
     os.environ["TRITON_CACHE_DIR"] = os.path.join(cache, "triton")
+    # Model tools build C++/CUDA extensions there: a cold build is a true g++ build.
+    os.environ["TORCH_EXTENSIONS_DIR"] = os.path.join(cache, "torch_extensions")
     return cache
+
+
+def _warm_extensions_dir() -> str:
+    # Kept between runs, per user, and apart for each Python and torch installation, so
+    # that two builds under test (say, the two Pythons of `ab`) never reuse or overwrite
+    # each other's extensions.
+    cache_home = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    install = zlib.crc32(f"{sys.executable}:{os.path.dirname(torch.__file__)}".encode())
+    key = (f"py{sys.version_info.major}.{sys.version_info.minor}-torch{torch.__version__}-"
+           f"{install:08x}")
+    return os.path.join(cache_home, "kscperf", "torch_extensions", key)
 
 
 def _serve_child(request: dict[str, Any], protocol_fds: tuple[int, int]) -> None:

@@ -1,10 +1,12 @@
 """The acceptance run of the runner: `run-benchmarks --fast` on the shipped bench_defs/ with
 the CPU tools pt, ptnice, ts and compiled (torch.compile) and all four tasks; then the same
-plan in 3 shards balanced by that run's costs, merged. Slow (minutes, mostly torch.compile):
+plan in 3 shards balanced by that run's costs, merged; then vrelu3's own tools (a real g++
+build) and the onnxrt plug-in. Slow (minutes, mostly torch.compile):
 marked `slow`, which CI also runs."""
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -83,3 +85,45 @@ def test_three_balanced_shards_merge_into_the_whole_run(shipped: tuple[Path, Any
         assert md["shard_expected_s"] <= 1.25 * md["shard_expected_mean_s"], md
     compared = cli("compare", whole, merged, cwd=tmp_path)
     assert compared.returncode == 0, explain(compared)
+
+
+@pytest.fixture(scope="module")
+def own_and_onnx(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[Any, Any], Any]:
+    """vrelu3's own tools (a real g++ build into an empty extensions folder) and onnxrt."""
+    tmp = tmp_path_factory.mktemp("own_tools")
+    out = tmp / "own.json"
+    proc = cli("run", BENCH_DEFS / "relu3.py", "--fast", "-q", "-o", out, "--tools",
+               "embedded_cpp,manual_cuda,manual_cuda_transfer,onnxrt",
+               cwd=tmp, env={"TORCH_EXTENSIONS_DIR": str(tmp / "ext")}, timeout=1800)
+    assert out.exists(), explain(proc)
+    return cells_of(load_doc(out)), proc
+
+
+def test_vrelu3_embedded_cpp_is_ok_on_every_task(own_and_onnx: tuple[dict[Any, Any], Any]
+                                                 ) -> None:
+    cells, proc = own_and_onnx
+    for task in TASKS:
+        statuses = {c["status"] for (m, t, k, _), c in cells.items()
+                    if (m, t, k) == ("vrelu3", "embedded_cpp", task)}
+        assert "ok" in statuses and statuses <= {"ok", "skipped"}, (task, explain(proc))
+    assert cells["vrelu3", "embedded_cpp", "jacobian", "16"]["status"] == "ok"
+    assert all(c["compile_s"] and c["compile_s"][0] > 0 for (m, t, _, _), c in cells.items()
+               if t == "embedded_cpp" and c["status"] == "ok")
+
+
+def test_vrelu3_cuda_tools_are_skipped_without_a_gpu(own_and_onnx: tuple[dict[Any, Any], Any]
+                                                     ) -> None:
+    cells, _ = own_and_onnx
+    for tool in ("manual_cuda", "manual_cuda_transfer"):
+        assert {c["status"] for (m, t, _, _), c in cells.items() if t == tool} == {"skipped"}
+
+
+def test_onnxrt_is_ok_for_inference_only(own_and_onnx: tuple[dict[Any, Any], Any]) -> None:
+    cells, proc = own_and_onnx
+    onnx = {k: c for (m, t, k, _), c in cells.items() if t == "onnxrt"}
+    if importlib.util.find_spec("onnxruntime") is None:  # the onnx extra is not installed
+        assert {c["status"] for c in onnx.values()} == {"skipped"}
+        return
+    assert onnx["inference"]["status"] == "ok", explain(proc)
+    for task in ("fwd", "bwd", "jacobian"):
+        assert onnx[task]["status"] == "unsupported" and onnx[task]["reason"]
