@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RUN_SUITE = ("python3 -m venv .venv && . .venv/bin/activate && pip install torch==2.13.0 && "
              "pip install -e . && run-benchmarks --fast --report report.html")
 RUN_TESTS = ("python3 -m venv .venv && . .venv/bin/activate && pip install torch==2.13.0 && "
-             "pip install -e '.[test]' && python -m pytest -q")
+             "pip install -e '.[test,onnx]' && python -m pytest -q")
 README_MAX_LINES = 200
 
 _FENCE = re.compile(r"^\s{0,3}(```|~~~)")
