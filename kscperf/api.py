@@ -128,11 +128,20 @@ def history_add(paths: Sequence[str], store: str = DEFAULT_STORE, *,
     results file, is incomplete (unless `allow_incomplete`), or is already in the store
     raises KscperfError naming it, and the store is left as it was. `machine` names the
     machine class (default: the host that ran the file)."""
+    import os
+
     from kscperf import history
 
-    with history.open_store(store, create=True) as opened:
-        return opened.add_builds(list(paths), machine=machine,
-                                 allow_incomplete=allow_incomplete)
+    new_store = not os.path.exists(store)
+    try:
+        with history.open_store(store, create=True) as opened:
+            return opened.add_builds(list(paths), machine=machine,
+                                     allow_incomplete=allow_incomplete)
+    except BaseException:
+        # A refused first add leaves no empty store behind, as if never asked.
+        if new_store:
+            history.remove_empty_store(store)
+        raise
 
 
 def history_rebuild(store: str = DEFAULT_STORE) -> int:

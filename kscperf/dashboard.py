@@ -42,6 +42,7 @@ from kscperf.history import (
     confirm_commands,
     find_changes,
 )
+from kscperf.errors import KscperfError
 from kscperf.results import write_text_atomic
 from kscperf.sparklines import ChartPoint, Mark, history_chart, sparkline
 
@@ -353,7 +354,8 @@ def _summary_groups(all_series: Sequence[Series]) -> dict[tuple[str, str, str], 
 
 def _metric(per_build: list[float | None], shown: str, change: str, tone: str,
             label: str) -> MetricView:
-    return MetricView(shown, change, tone, sparkline(per_build, label=label))
+    return MetricView(shown, change, tone,
+                      sparkline([_plottable(v) for v in per_build], label=label))
 
 
 def _relative_change(values: list[float | None], higher_is_better: bool) -> tuple[str, str]:
@@ -437,11 +439,22 @@ def _environment_events(changes: Sequence[HistoryChange]) -> list[EnvironmentVie
 # Model and benchmark pages
 # --------------------------------------------------------------------------------------
 
+# Beyond this magnitude a chart's scale (the range of its values, padded) overflows a float:
+# such a value (a broken clock, a corrupt file) is left out of the line, not drawn as "nan".
+_PLOTTABLE_LIMIT = 1e300
+
+
+def _plottable(value: float | None) -> float | None:
+    """`value` when a chart can draw it, else None (a gap in the line)."""
+    if value is None or not math.isfinite(value) or abs(value) > _PLOTTABLE_LIMIT:
+        return None
+    return value
+
+
 def _chart_point(p: SeriesPoint) -> ChartPoint:
-    return ChartPoint(p.median if math.isfinite(p.median) else None,
-                      min(p.samples) if p.samples else None,
-                      max(p.samples) if p.samples else None,
-                      _STATUS_TONE.get(p.status, "warn"))
+    samples = [v for v in p.samples if _plottable(v) is not None]
+    return ChartPoint(_plottable(p.median), min(samples) if samples else None,
+                      max(samples) if samples else None, _STATUS_TONE.get(p.status, "warn"))
 
 
 # The tooltip of each status colour of a chart.
@@ -505,7 +518,7 @@ def _section(cls: str, series: list[Series], by_series: dict[Any, list[HistoryCh
 def _model_row(s: Series, changes: Sequence[HistoryChange], page: str) -> ModelBenchmarkRow:
     first = s.points[0].build.position if s.points else 0
     last = s.points[-1] if s.points else None
-    spark = sparkline([p.median if math.isfinite(p.median) else None for p in s.points],
+    spark = sparkline([_plottable(p.median) for p in s.points],
                       width=160, marks=[_mark(c, c.after.position - first) for c in changes],
                       label=f"run time of {s.key.benchmark}")
     return ModelBenchmarkRow(
@@ -625,15 +638,28 @@ def _jinja() -> Any:
                               trim_blocks=True, lstrip_blocks=True)
 
 
+# The folders of the dashboard's own pages: a rebuild into the same folder removes the
+# pages of benchmarks and models that no longer exist there, and nothing else.
+_PAGE_FOLDERS = ("models", "benchmarks")
+
+
 def write_dashboard(store: HistoryStore, output: str, *,
                     min_effect: float = stats.DEFAULT_MIN_EFFECT) -> str:
     """Write the dashboard of `store` into the folder `output` (made when missing; pages of
-    an earlier dashboard there are replaced) and return the front page's path. Each page is
-    written atomically."""
+    an earlier dashboard there are replaced, and its pages of models and benchmarks the
+    store no longer has are removed) and return the front page's path. Each page is
+    written atomically. Raises KscperfError when `output` is a file."""
+    if os.path.exists(output) and not os.path.isdir(output):
+        raise KscperfError(f"{output} is a file; the dashboard is a folder of pages, so give "
+                           "-o a folder (new or an earlier dashboard's).")
     pages = build_views(store, min_effect=min_effect)
     env = _jinja()
-    for sub in ("models", "benchmarks"):
-        os.makedirs(os.path.join(output, sub), exist_ok=True)
+    try:
+        for sub in _PAGE_FOLDERS:
+            os.makedirs(os.path.join(output, sub), exist_ok=True)
+    except OSError as exc:
+        raise KscperfError(f"cannot write the dashboard to {output}: "
+                           f"{exc.strerror or exc}.") from None
     template = env.get_template("dashboard_model.html.j2")
     for href, model in pages.models.items():
         write_text_atomic(os.path.join(output, href), template.render(view=model), "the dashboard")
@@ -643,4 +669,17 @@ def write_dashboard(store: HistoryStore, output: str, *,
     front = os.path.join(output, "index.html")
     write_text_atomic(front, env.get_template("dashboard_index.html.j2").render(view=pages.index),
                       "the dashboard")
+    _remove_stale_pages(output, {*pages.models, *pages.benchmarks})
     return front
+
+
+def _remove_stale_pages(output: str, written: set[str]) -> None:
+    """Remove the pages under the dashboard's own folders that this build did not write."""
+    for sub in _PAGE_FOLDERS:
+        for name in os.listdir(os.path.join(output, sub)):
+            href = f"{sub}/{name}"
+            if name.endswith(".html") and href not in written:
+                try:
+                    os.unlink(os.path.join(output, href))
+                except OSError:
+                    pass  # a page left behind is stale, not wrong: never fail the build

@@ -19,8 +19,10 @@ values the change-point test uses (per-process medians for run time), their medi
 spread (MAD), the cell status, and what the minimum detectable effect is computed from
 (`stats.detectable_spread_of_runs`; scipy's quantiles wait until it is read); per build it
 holds the environment fingerprint (torch, CUDA, driver, CPU, GPU, Python, profile) and the
-machine speed. Change points are found by `kscperf.changepoints` over these series
-(`find_changes`); nothing here prints or renders.
+canary scores of the machine. Change points are found by `kscperf.changepoints` over these
+series (`find_changes`), split only by the environment: a change of the machine's speed is
+an event, and a step it could explain is the machine's, not the build's; nothing here
+prints or renders.
 """
 
 from __future__ import annotations
@@ -72,8 +74,9 @@ _ENVIRONMENT_KEYS = (
     "gpu_name", "cpu_model_name", "cpu_count", "python_version", "profile", "processes",
     "values", "warmups", "min_time", "compile_cache", "isolation",
 )
-# Consecutive builds whose canaries say the machine changed speed (`machine.ShiftState`
-# CHANGED, as `compare` decides it) start a new "machine speed" epoch: an environment event.
+# The detail of the environment event between consecutive builds whose canaries say the
+# machine changed speed (`machine.ShiftState` CHANGED, as `compare` decides it), or of a
+# step such a change could explain. The machine's speed never splits a series.
 MACHINE_SPEED_DETAIL = "machine speed"
 # Beside a store's copy of a file added with --machine CLASS: that class.
 MACHINE_SUFFIX = ".machine"
@@ -298,8 +301,9 @@ def _config_rows(loaded: LoadedResults, c: CellSummary,
 
 def _point_rows(loaded: LoadedResults) -> list[_PointRow]:
     """Every series point of one build: run time, prep and memory per config, compile per
-    cell. A config that never ran (its cell ended before it) has no point: the series shows
-    it as missing, with the cell's status where the cell has one."""
+    cell. A config that never ran (its cell ended before it) has no point; the cell's status
+    is kept as its compile point (no samples), and the run-time series shows the cell's
+    status there (`_assemble`)."""
     memory = _memory_samples(loaded)
     rows: list[_PointRow] = []
     cell_status: dict[tuple[str, str, str], CellStatus] = {}
@@ -406,6 +410,9 @@ class HistoryStore:
             raw = fp.read()
         sha = hashlib.sha256(raw).hexdigest()
         if sha in seen:
+            if not seen[sha].startswith(f"{BUILDS_DIR}/"):  # another file of this add
+                raise KscperfError(f"{path} is given twice (the same bytes as {seen[sha]}); "
+                                   "give each file once.")
             raise KscperfError(f"{path} is already in the store (as {seen[sha]}).")
         machine_class = machine_class_of(loaded, machine)
         key = (machine_class, loaded.build)
@@ -423,34 +430,77 @@ class HistoryStore:
         """Add the results files `paths` to the store, all or none: each is copied under
         `builds/` and indexed in one transaction. Raises KscperfError naming the file, and
         changes nothing, for a file that is unreadable, not a results file, a plain pyperf
-        file, incomplete (unless `allow_incomplete`), already in the store, or a build label
-        the store holds for its machine class. `machine` overrides the machine class (default:
-        the host). Returns the builds added."""
-        seen = {sha: f for sha, f in self._db.execute("SELECT sha256, file FROM builds")}
-        labels = {(m, lab): f for m, lab, f in
-                  self._db.execute("SELECT machine_class, label, file FROM builds")}
-        written: list[str] = []
+        file, incomplete (unless `allow_incomplete`), given twice, already in the store, or
+        a build label the store holds for its machine class. `machine` overrides the
+        machine class (default: the host). Concurrent adds to one store wait for each other
+        (the index's write lock is held from the first read of what the store holds); a
+        copy gets its final name only once the index has committed, so an add killed
+        half-way leaves no file a rebuild would read. Returns the builds added."""
+        self._begin_writing()
+        pending: list[tuple[str, str]] = []  # (temporary name, final name)
         ids: list[int] = []
         try:
+            seen = {sha: f for sha, f in self._db.execute("SELECT sha256, file FROM builds")}
+            labels = {(m, lab): f for m, lab, f in
+                      self._db.execute("SELECT machine_class, label, file FROM builds")}
+            given: dict[str, str] = {}
             # One file at a time, in one transaction: a refusal rolls back the rows and the
             # copies made so far, and memory holds one results file, not all of them.
-            with self._db:
-                for path in paths:
-                    c = self._check_candidate(path, machine, allow_incomplete, seen, labels)
-                    stored = _stored_name(c.loaded.build, c.sha256)
-                    ids.append(self._insert(c, stored))
-                    target = os.path.join(self.root, BUILDS_DIR, stored)
-                    if machine:
-                        written.append(target + MACHINE_SUFFIX)
-                        write_text_atomic(target + MACHINE_SUFFIX, machine + "\n",
-                                          "the store's machine class")
-                    written.append(target)
-                    _write_bytes_atomic(target, c.raw)
+            for path in paths:
+                _refuse_given_twice(path, given)
+                c = self._check_candidate(path, machine, allow_incomplete, seen, labels)
+                stored = _stored_name(c.loaded.build, c.sha256)
+                ids.append(self._insert_or_refuse(c, stored, path))
+                target = os.path.join(self.root, BUILDS_DIR, stored)
+                if machine:
+                    pending.append((_pending_name(target + MACHINE_SUFFIX),
+                                    target + MACHINE_SUFFIX))
+                    write_text_atomic(pending[-1][0], machine + "\n",
+                                      "the store's machine class")
+                pending.append((_pending_name(target), target))
+                _write_bytes_atomic(pending[-1][0], c.raw)
+            self._commit(paths)
         except BaseException:
-            for target in written:
-                _remove_quietly(target)
+            self._db.rollback()
+            for temporary, _ in pending:
+                _remove_quietly(temporary)
             raise
+        for temporary, final in pending:
+            try:
+                os.replace(temporary, final)
+            except OSError as exc:
+                raise KscperfError(f"cannot name the store's copy {final}: "
+                                   f"{exc.strerror or exc}; run-benchmarks history rebuild "
+                                   f"--store {self.root} indexes the files it holds.") from None
         return [b for b in self.builds() if b.id in ids]
+
+    def _begin_writing(self) -> None:
+        """Take the index's write lock now, so what the store holds cannot change between
+        reading it and adding to it."""
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise KscperfError(f"cannot add to the store {self.root}: its index is busy or "
+                               f"unwritable ({exc}); try again when the other add is "
+                               "done.") from None
+
+    def _commit(self, paths: Sequence[str]) -> None:
+        try:
+            self._db.commit()
+        except sqlite3.Error as exc:
+            raise KscperfError(f"cannot add {', '.join(paths)} to the store {self.root}: "
+                               f"{exc}.") from None
+
+    def _insert_or_refuse(self, c: _Candidate, stored: str, path: str) -> int:
+        """`_insert`, with the index's own refusals as one sentence naming the file."""
+        try:
+            return self._insert(c, stored)
+        except sqlite3.IntegrityError:
+            raise KscperfError(f"{path} is already in the store {self.root} (the same file "
+                               "or build label was added meanwhile).") from None
+        except sqlite3.OperationalError as exc:
+            raise KscperfError(f"cannot add {path} to the store {self.root}: {exc}.") \
+                from None
 
     def _insert(self, c: _Candidate, stored: str) -> int:
         md = c.loaded.metadata
@@ -482,6 +532,29 @@ class HistoryStore:
                            *_summary(row.samples)))
         self._db.executemany("INSERT INTO points VALUES (?,?,?,?,?,?,?,?)", points)
         return build_id
+
+    def _index_files(self) -> None:
+        """Index every results file under `builds/` (for `rebuild_index`), refusing two
+        files of one build with one sentence naming both."""
+        builds_dir = os.path.join(self.root, BUILDS_DIR)
+        names = sorted(n for n in os.listdir(builds_dir) if n.endswith(".json"))
+        by_sha: dict[str, str] = {}
+        by_label: dict[tuple[str, str], str] = {}
+        for name in names:
+            path = os.path.join(builds_dir, name)
+            loaded = load_results(path)
+            with open(path, "rb") as fp:
+                sha = hashlib.sha256(fp.read()).hexdigest()
+            machine_class = machine_class_of(loaded, _given_class(path))
+            label_key = (machine_class, loaded.build)
+            twin = by_sha.get(sha) or by_label.get(label_key)
+            if twin is not None:
+                raise KscperfError(
+                    f"{twin} and {path} are the same build (identical files, or build "
+                    f"{loaded.build!r} of machine class {machine_class!r} twice); remove one "
+                    "of them from the store and rebuild its index.")
+            by_sha[sha], by_label[label_key] = path, path
+            self._insert(_Candidate(path, loaded, sha, b"", machine_class), name)
 
     # ---- reading -----------------------------------------------------------------------
 
@@ -530,6 +603,7 @@ class HistoryStore:
             "FROM series s "
             "JOIN points p ON p.series_id = s.id WHERE s.machine_class = ? ORDER BY s.id",
             (cls,))
+        fates = self._cell_fates(cls)
         current: int | None = None
         key: SeriesKey | None = None
         found: dict[int, SeriesPoint] = {}
@@ -537,7 +611,7 @@ class HistoryStore:
              spread, se, df) in rows:
             if sid != current:
                 if key is not None and key.kind in wanted:
-                    yield _assemble(key, found, class_builds)
+                    yield _assemble(key, found, class_builds, fates)
                 current, found = sid, {}
                 key = SeriesKey(cls, kind, bench, model, tool, task, config)
             if kind in wanted:
@@ -546,7 +620,16 @@ class HistoryStore:
                                          spread if spread is not None else math.nan,
                                          _detectable(se, df))
         if key is not None and key.kind in wanted:
-            yield _assemble(key, found, class_builds)
+            yield _assemble(key, found, class_builds, fates)
+
+    def _cell_fates(self, cls: str) -> dict[tuple[int, str, str, str], str]:
+        """(build id, model, tool, task) -> the status of a cell that ended badly before any
+        compile value (its compile point carries the cell's status and no samples)."""
+        return {(bid, model, tool, task): status for bid, model, tool, task, status in
+                self._db.execute(
+                    "SELECT p.build_id, s.model, s.tool, s.task, p.status FROM series s "
+                    "JOIN points p ON p.series_id = s.id WHERE s.machine_class = ? AND "
+                    "s.kind = 'compile' AND p.status != 'ok' AND p.samples = '[]'", (cls,))}
 
     def index_dump(self) -> list[tuple[Any, ...]]:
         """The index's content without its row ids, in a fixed order: what an incremental
@@ -568,20 +651,44 @@ def _detectable(se: float | None, df: float | None) -> float | None:
     return mde if math.isfinite(mde) else None
 
 
-def _assemble(key: SeriesKey, found: dict[int, SeriesPoint],
-              class_builds: list[StoredBuild]) -> Series:
+def _assemble(key: SeriesKey, found: dict[int, SeriesPoint], class_builds: list[StoredBuild],
+              fates: dict[tuple[int, str, str, str], str]) -> Series:
+    """The series from its points, a build without one shown as "missing"; in the run-time
+    series, a config that never ran because its cell ended before it (a crash at import)
+    shows the cell's status instead, so a cell that stops running is a regression. The
+    other kinds stay "missing": the run-time series reports what happened once."""
     first = min(found[bid].build.position for bid in found) if found else 0
     points = []
     for b in class_builds[first:]:
         point = found.get(b.id)
-        points.append(point if point is not None else
-                      SeriesPoint(b, "missing", (), math.nan, math.nan, None))
+        if point is None:
+            status = fates.get((b.id, key.model, key.tool, key.task), "missing") \
+                if key.kind == "time" else "missing"
+            point = SeriesPoint(b, status, (), math.nan, math.nan, None)
+        points.append(point)
     return Series(key, tuple(points))
 
 
 def _write_bytes_atomic(path: str, raw: bytes) -> None:
     # Results files are UTF-8 JSON (load_results refuses anything else).
     write_text_atomic(path, raw.decode("utf-8"), "the store's copy")
+
+
+def _refuse_given_twice(path: str, given: dict[str, str]) -> None:
+    """Raise KscperfError when `path` names a file already given in this add."""
+    try:
+        real = os.path.realpath(path)
+    except OSError:
+        return
+    if real in given:
+        raise KscperfError(f"{path} is given twice (also as {given[real]}); give each file "
+                           "once.")
+    given[real] = path
+
+
+def _pending_name(target: str) -> str:
+    # Not ending in .json: a rebuild never reads a copy whose add did not commit.
+    return f"{target}.adding-{os.getpid()}"
 
 
 def _remove_quietly(path: str) -> None:
@@ -591,8 +698,13 @@ def _remove_quietly(path: str) -> None:
         pass
 
 
+# Seconds a connection waits for another process's write lock before giving up: adds of
+# one store from several jobs queue rather than fail.
+_LOCK_TIMEOUT_S = 300.0
+
+
 def _connect(index: str) -> sqlite3.Connection:
-    db = sqlite3.connect(index, isolation_level="DEFERRED")
+    db = sqlite3.connect(index, isolation_level="DEFERRED", timeout=_LOCK_TIMEOUT_S)
     db.execute("PRAGMA foreign_keys = ON")
     return db
 
@@ -629,6 +741,23 @@ def open_store(root: str, *, create: bool = False) -> HistoryStore:
     return HistoryStore(root, _connect(index))
 
 
+def remove_empty_store(root: str) -> None:
+    """Remove the store `root` if it holds no build (only what `open_store(create=True)`
+    made: an empty `builds/` and an index); a store with any file of its own is left as
+    it is."""
+    builds_dir = os.path.join(root, BUILDS_DIR)
+    try:
+        if os.listdir(builds_dir):
+            return
+        os.rmdir(builds_dir)
+        for name in os.listdir(root):
+            if name == INDEX_NAME or name.startswith(INDEX_NAME + "-"):  # its journal too
+                os.unlink(os.path.join(root, name))
+        os.rmdir(root)
+    except OSError:
+        pass  # anything else there is not ours to remove
+
+
 def _schema_version(index: str) -> int | None:
     try:
         db = sqlite3.connect(f"file:{index}?mode=ro", uri=True)
@@ -643,24 +772,18 @@ def _schema_version(index: str) -> int | None:
 
 def rebuild_index(root: str) -> HistoryStore:
     """Recreate the index of the store `root` from its results files alone, and return the
-    store. The new index replaces the old one atomically; a file that cannot be read raises
-    KscperfError naming it, and the old index is kept."""
-    builds_dir = os.path.join(root, BUILDS_DIR)
+    store. The new index replaces the old one atomically; a file that cannot be read, or
+    two files of one build (the same bytes, or one build label of one machine class),
+    raise KscperfError naming them, and the old index is kept."""
     index = os.path.join(root, INDEX_NAME)
-    fresh = index + ".rebuild"
+    # Per process: two commands rebuilding one store at once must not share a scratch file.
+    fresh = f"{index}.rebuild-{os.getpid()}"
     _remove_quietly(fresh)
     db = _create_index(fresh)
     store = HistoryStore(root, db)
     try:
-        names = sorted(n for n in os.listdir(builds_dir) if n.endswith(".json"))
         with db:
-            for name in names:
-                path = os.path.join(builds_dir, name)
-                loaded = load_results(path)
-                with open(path, "rb") as fp:
-                    sha = hashlib.sha256(fp.read()).hexdigest()
-                store._insert(_Candidate(path, loaded, sha, b"",
-                                         machine_class_of(loaded, _given_class(path))), name)
+            store._index_files()
     except BaseException:
         db.close()
         _remove_quietly(fresh)
@@ -684,47 +807,37 @@ def _given_class(path: str) -> str | None:
 # Changes
 # --------------------------------------------------------------------------------------
 
-def _speed_epochs(builds: Sequence[StoredBuild]) -> dict[int, int]:
-    """Per build id, how many machine-speed shifts came before it in its class: consecutive
-    builds with canaries (those without are skipped) whose machines differ as `compare`
-    would say "machine changed"."""
-    epochs: dict[int, int] = {}
-    epoch = 0
-    last: tuple[float, ...] | None = None
-    for b in builds:
-        scores = b.machine_scores
-        if scores and last and machine.compare_canary_scores(last, scores).shifted:
-            epoch += 1
-        if scores:
-            last = scores
-        epochs[b.id] = epoch
-    return epochs
+def _speed_shifts(builds: Sequence[StoredBuild]) -> set[tuple[int, int]]:
+    """(before id, after id) of every pair of consecutive builds of one class, both with
+    canary scores, whose machines differ as `compare` would say "machine changed"."""
+    shifts: set[tuple[int, int]] = set()
+    for before, after in zip(builds, builds[1:]):
+        if before.machine_scores and after.machine_scores and machine.compare_canary_scores(
+                before.machine_scores, after.machine_scores).shifted:
+            shifts.add((before.id, after.id))
+    return shifts
 
 
 def _environment_marks(builds: Sequence[StoredBuild]) -> dict[int, tuple[str, str]]:
-    """Per build id of one class: (environment fingerprint, machine speed epoch included;
-    the environment as text, only the keys that vary in the class)."""
-    epochs = _speed_epochs(builds)
+    """Per build id of one class: (environment fingerprint; the environment as text, only
+    the keys that vary in the class). The machine's speed is not part of it: a slower or
+    faster machine must not split a series, or a regression that came with it would be
+    hidden (see `_machine_explained`)."""
     varying = sorted({k for b in builds for k in b.environment
                       if len({c.environment.get(k) for c in builds}) > 1})
     marks: dict[int, tuple[str, str]] = {}
     for b in builds:
-        fingerprint = json.dumps(b.environment, sort_keys=True) + f"#speed{epochs[b.id]}"
+        fingerprint = json.dumps(b.environment, sort_keys=True)
         text = ", ".join(f"{k} {b.environment.get(k, '-')}" for k in varying)
-        if epochs[b.id]:
-            text += f"{', ' if text else ''}{MACHINE_SPEED_DETAIL} #{epochs[b.id]}"
         marks[b.id] = (hashlib.sha1(fingerprint.encode()).hexdigest()[:12], text)
     return marks
 
 
-def _environment_difference(before: StoredBuild, after: StoredBuild,
-                            epochs: dict[int, int]) -> str:
+def _environment_difference(before: StoredBuild, after: StoredBuild) -> str:
     """What differs between the environments of two builds, for people."""
     keys = sorted(set(before.environment) | set(after.environment))
     changed = [f"{k} {before.environment.get(k, '-')} -> {after.environment.get(k, '-')}"
                for k in keys if before.environment.get(k) != after.environment.get(k)]
-    if epochs.get(before.id) != epochs.get(after.id):
-        changed.append(MACHINE_SPEED_DETAIL)
     return "; ".join(changed)
 
 
@@ -745,34 +858,88 @@ def find_changes(store: HistoryStore, *, min_effect: float = stats.DEFAULT_MIN_E
     them; in order: machine class, then the build where it happened (newest first),
     regressions first. An environment change is one entry per machine class and pair of
     builds, whose key names every series it touched ("all N series", kind "*"), unless
-    `per_series_environment` (one per series, to mark each timeline)."""
+    `per_series_environment` (one per series, to mark each timeline).
+
+    The machine's speed never splits a series. Consecutive builds whose canaries say the
+    machine changed speed are an environment event with detail `MACHINE_SPEED_DETAIL`; and a
+    slower or faster step of run, compile or prep time that a change of the machine's speed
+    between its two builds could explain (`compare.machine_could_explain`, as `compare`
+    judges a row) is not listed as a step: the machine-speed event of that pair of builds
+    is listed instead, so no build is blamed for the machine."""
     from kscperf import changepoints
 
     all_series = list(series) if series is not None else list(store.series())
     marks: dict[int, tuple[str, str]] = {}
-    epochs: dict[int, int] = {}
+    shifts: dict[str, set[tuple[int, int]]] = {}
     for cls in {s.key.machine_class for s in all_series}:
-        marks.update(_environment_marks(store.builds(cls)))
-        epochs.update(_speed_epochs(store.builds(cls)))
-    # A compile, prep or memory value comes and goes with the run (an eager tool's compile
-    # time is only recorded when its first call was measurably slow): its gaps are not
-    # status changes; the run-time series of the config reports what happened to it.
+        class_builds = store.builds(cls)
+        marks.update(_environment_marks(class_builds))
+        shifts[cls] = _speed_shifts(class_builds)
     found = {i: changepoints.detect_series(build_points(s, marks), min_effect=min_effect)
              for i, s in enumerate(all_series)}
     kept = changepoints.control_fdr(found)
     out: list[HistoryChange] = []
     for i, changes in kept.items():
         s = all_series[i]
-        for ch in changes:
-            change = _history_change(s, ch, epochs)
-            if not (change.kind == "status" and s.key.kind != "time" and "missing" in (
-                    change.before_status, change.after_status)):
-                out.append(change)
+        out.extend(_series_changes(s, changes, shifts[s.key.machine_class], min_effect))
     if not per_series_environment:
         out = _one_environment_entry(out)
     out.sort(key=lambda c: (c.key.machine_class, -c.after.position, not c.is_regression,
                             c.kind, c.key.benchmark, c.key.kind))
     return out
+
+
+# The kinds a machine's speed scales; memory is not one of them.
+_MACHINE_TIMED_KINDS = ("time", "compile", "prep")
+
+
+def _series_changes(s: Series, changes: Sequence[Any], shifts: set[tuple[int, int]],
+                    min_effect: float) -> list[HistoryChange]:
+    """The `HistoryChange`s of one series from its kept `changepoints.Change`s and the
+    machine-speed shifts of its class (pairs of build ids)."""
+    from kscperf import changepoints
+
+    speed_pairs = {(i - 1, i) for i in range(1, len(s.points))
+                   if (s.points[i - 1].build.id, s.points[i].build.id) in shifts}
+    out: list[HistoryChange] = []
+    for ch in changes:
+        if _machine_explained(s, ch, min_effect):
+            speed_pairs.add((ch.before, ch.after))
+            continue
+        # A compile, prep or memory value comes and goes with the run (an eager tool's
+        # compile time is only recorded when its first call was measurably slow): its gaps
+        # are not status changes; the run-time series of the config reports what happened.
+        if ch.kind == "status" and s.key.kind != "time" and "missing" in (
+                s.points[ch.before].status, s.points[ch.after].status):
+            continue
+        speed = ch.kind == "environment" and (ch.before, ch.after) in speed_pairs
+        if speed:
+            speed_pairs.discard((ch.before, ch.after))
+        out.append(_history_change(s, ch, speed))
+    for before, after in sorted(speed_pairs):
+        event = changepoints.Change("environment", before, after, None, None, None, None,
+                                    MACHINE_SPEED_DETAIL)
+        out.append(_history_change(s, event, True))
+    return out
+
+
+def _machine_explained(s: Series, ch: Any, min_effect: float) -> bool:
+    """Whether a change of the machine's speed between the two builds of step `ch` could
+    explain it, as `compare` decides for a row: then it is the machine's, not the build's."""
+    from kscperf import compare
+
+    if not ch.is_step or s.key.kind not in _MACHINE_TIMED_KINDS or ch.low is None \
+            or ch.high is None:
+        return False
+    before = s.points[ch.before].build.machine_scores
+    after = s.points[ch.after].build.machine_scores
+    if not before or not after:
+        return False
+    shift = machine.compare_canary_scores(before, after)
+    direction = 1 if ch.kind == "slower" else -1
+    threshold = ch.min_effect if ch.min_effect is not None else min_effect
+    return shift.could_have_shifted and compare.machine_could_explain(
+        ch.low, ch.high, direction, shift, threshold)
 
 
 def _one_environment_entry(changes: list[HistoryChange]) -> list[HistoryChange]:
@@ -790,10 +957,13 @@ def _one_environment_entry(changes: list[HistoryChange]) -> list[HistoryChange]:
     return rest
 
 
-def _history_change(s: Series, ch: Any, epochs: dict[int, int]) -> HistoryChange:
+def _history_change(s: Series, ch: Any, machine_speed: bool = False) -> HistoryChange:
     before, after = s.points[ch.before], s.points[ch.after]
-    detail = _environment_difference(before.build, after.build, epochs) \
-        if ch.kind == "environment" else ""
+    detail = ""
+    if ch.kind == "environment":
+        parts = [_environment_difference(before.build, after.build)]
+        parts += [MACHINE_SPEED_DETAIL] if machine_speed else []
+        detail = "; ".join(p for p in parts if p)
     return HistoryChange(s.key, ch, before.build, after.build, before.status, after.status,
                          detail)
 
@@ -819,11 +989,21 @@ def _quote(text: str) -> str:
     return shlex.quote(text)
 
 
+# The bisect run's size: enough processes for the machine-speed canary to give an interval
+# (with one process a side every verdict would be "machine-shift"), few values for speed.
+_BISECT_PROCESSES = 3
+_BISECT_VALUES = 5
+_BISECT_OUTPUT = "/tmp/kscperf-bisect.json"
+
+
 def confirm_commands(change: HistoryChange) -> ConfirmCommands:
-    """The commands that confirm `change` (see `ConfirmCommands`)."""
+    """The commands that confirm `change` (see `ConfirmCommands`). The stored files are
+    named by absolute paths, so the commands work from any folder (the bisect runs in the
+    repository under test)."""
     key = change.key
     cell = _quote(key.cell)
-    before, after = _quote(change.before.file), _quote(change.after.file)
+    before = _quote(os.path.abspath(change.before.file))
+    after = _quote(os.path.abspath(change.after.file))
     compare = f"run-benchmarks compare {before} {after}"
     ab = (f"run-benchmarks ab -k {cell} --base-python BEFORE/bin/python "
           f"--new-python AFTER/bin/python")
@@ -831,14 +1011,23 @@ def confirm_commands(change: HistoryChange) -> ConfirmCommands:
     # Reruns of one commit have nothing to bisect: their difference is not in the code.
     if change.before.git_commit and change.after.git_commit and \
             change.before.git_commit != change.after.git_commit:
-        profile = f"--{change.after.environment.get('profile', 'fast')}".replace(
-            "--default", "")
-        test = (f"pip install -q . && run-benchmarks run {profile} -k {cell} -o /tmp/bisect.json "
-                f"--replace -q && run-benchmarks compare {before} /tmp/bisect.json "
-                "--fail-on-regression").replace("  ", " ")
         bisect = (f"git bisect start {change.after.short_commit} {change.before.short_commit} "
-                  f"&& git bisect run sh -c {_quote(test)}")
+                  f"&& git bisect run sh -c {_quote(_bisect_test(cell, before))}")
     return ConfirmCommands(compare, ab, bisect)
+
+
+def _bisect_test(cell: str, before: str) -> str:
+    """The shell test of one commit for `git bisect run`: exit 1 only when `compare` finds
+    a regression against the build before the change; anything else that fails (the
+    install, the run, a refused comparison) is 125, "cannot test this commit", so a broken
+    commit is skipped rather than blamed. The run is another size than the stored build's,
+    so the comparison is forced; the canary still accounts for the machine's speed."""
+    out = _BISECT_OUTPUT
+    return (f"rm -f {out}; pip install -q . || exit 125; "
+            f"run-benchmarks run -k {cell} --processes {_BISECT_PROCESSES} "
+            f"--values {_BISECT_VALUES} -o {out} -q; [ -s {out} ] || exit 125; "
+            f"run-benchmarks compare {before} {out} --force --fail-on-regression "
+            "|| { rc=$?; [ $rc = 1 ] && exit 1 || exit 125; }")
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import pytest
 import synthetic
 from kscperf import api, dashboard, history
 from kscperf.errors import CellStatus
-from runner_testing import cli, explain
+from runner_testing import cli, explain, single_error_line
 
 EVIL = "<script>alert(1)</script>"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -135,6 +135,60 @@ def test_the_api_writes_the_same_site(site: tuple[Path, Path], tmp_path: Path) -
     store, _ = site
     front = api.build_dashboard(str(store), str(tmp_path / "again"))
     assert Path(front).read_text(encoding="utf-8").count("<tr data-filter") > 10
+
+
+def test_an_output_that_is_a_file_is_refused_with_one_line(site: tuple[Path, Path],
+                                                           tmp_path: Path) -> None:
+    store, _ = site
+    plain = tmp_path / "site.html"
+    plain.write_text("mine")
+    line = single_error_line(cli("dashboard", "--store", store, "-o", plain))
+    assert str(plain) in line
+    assert plain.read_text() == "mine"
+
+
+def test_a_rebuild_removes_pages_of_benchmarks_that_are_gone(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    one = synthetic.write_build(str(tmp_path / "b0.json"), "b0", seed=1, models=("vrelu3",),
+                                tools=("pt",), tasks=("fwd",), configs=("1024", "16384"),
+                                processes=3)
+    api.history_add([one], str(store))
+    out = tmp_path / "site"
+    api.build_dashboard(str(store), str(out))
+    first = {p.relative_to(out) for p in _pages(out)}
+    mine = out / "notes.html"
+    mine.write_text("mine")
+    shutil.rmtree(store)
+    two = synthetic.write_build(str(tmp_path / "b1.json"), "b1", seed=2, models=("vrelu3",),
+                                tools=("pt",), tasks=("fwd",), configs=("1024",), processes=3)
+    api.history_add([two], str(store))
+    api.build_dashboard(str(store), str(out))
+    second = {p.relative_to(out) for p in _pages(out)}
+    assert second < first | {Path("notes.html")} and len(second) == len(first)
+    assert not any("16384" in str(p) for p in second)
+    assert mine.read_text() == "mine"  # not one of the dashboard's pages: left alone
+
+
+def test_values_too_large_to_scale_leave_a_gap_not_nan(tmp_path: Path) -> None:
+    store = str(tmp_path / "store")
+    files = [synthetic.write_build(
+        str(tmp_path / f"b{i}.json"), f"b{i}", seed=i, models=("vrelu3",), tools=("pt",),
+        tasks=("fwd",), configs=("1024",), processes=3,
+        metadata_overrides={"date": f"2024-05-{i + 1:02d}T12:00:00"}) for i in range(3)]
+    # A broken clock in the middle build: every value near the largest float (an odd count,
+    # so the medians stay finite).
+    doc = json.loads(Path(files[1]).read_text())
+    for bench in doc["benchmarks"]:
+        if bench["metadata"]["name"] == "vrelu3/pt/fwd/1024":
+            for run in bench["runs"]:
+                if "values" in run:
+                    run["values"] = [1.7e308] * 9
+    Path(files[1]).write_text(json.dumps(doc))
+    api.history_add(files, store)
+    out = tmp_path / "site"
+    api.build_dashboard(store, str(out))
+    for page in _pages(out):
+        assert not re.search(r'="[^"]*\bnan', page.read_text(encoding="utf-8"), re.I), page
 
 
 # --------------------------------------------------------------------------------------

@@ -8,7 +8,9 @@ from __future__ import annotations
 import json
 import os
 import random
+import shlex
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,7 @@ import pytest
 import synthetic
 from kscperf import api, history
 from kscperf.errors import CellStatus, KscperfError
-from runner_testing import cli, explain, single_error_line
+from runner_testing import cli, explain, run_benchmarks_command, single_error_line
 
 SMALL: dict[str, Any] = dict(models=("vrelu3",), tools=("pt", "compiled"), tasks=("fwd",),
                              configs=("1024", "16384"), processes=5)
@@ -254,3 +256,127 @@ def test_history_check_fails_when_the_newest_build_opens_a_regression(tmp_path: 
     assert "status ok -&gt; incorrect" in failed.stdout or "status ok -> incorrect" in \
         failed.stdout
     assert "run-benchmarks compare" in failed.stdout and "git bisect start" in failed.stdout
+
+
+def test_a_regression_that_comes_with_a_small_machine_change_is_still_found(
+        tmp_path: Path) -> None:
+    # b6 is 50 % slower for the compiled tool while the machine is 5 % slower: 5 % cannot
+    # explain 50 %, so the step is the build's.
+    store = _history(tmp_path, 7, factor=lambda i: 1.5 if i == 6 else 1.0,
+                     machine=lambda i: 1.05 if i == 6 else 1.0)
+    slower = [c for c in api.history_changes(store) if c.kind == "slower"]
+    assert {(c.key.benchmark, c.key.kind, c.after.label) for c in slower} >= {
+        ("vrelu3/compiled/fwd/1024", "time", "b6"), ("vrelu3/compiled/fwd/16384", "time", "b6")}
+    check = cli("history", "check", "--store", store)
+    assert check.returncode == 1, explain(check)
+
+
+def test_a_wobbling_machine_does_not_hide_a_step(tmp_path: Path) -> None:
+    store = _history(tmp_path, 12, factor=lambda i: 1.3 if i >= 6 else 1.0,
+                     machine=lambda i: 1.05 if i % 2 else 1.0)
+    changes = api.history_changes(store)
+    timed = {(c.key.benchmark, c.kind, c.before.label, c.after.label) for c in changes
+             if c.key.kind == "time" and c.kind in ("slower", "faster")}
+    assert timed == {("vrelu3/compiled/fwd/1024", "slower", "b5", "b6"),
+                     ("vrelu3/compiled/fwd/16384", "slower", "b5", "b6")}, changes
+
+
+def test_a_cell_that_crashes_before_its_configs_is_a_regression(tmp_path: Path) -> None:
+    store = _history(tmp_path, 6)
+    crashed = synthetic.write_build(
+        str(tmp_path / "b6.json"), "b6", seed=106, **SMALL,
+        metadata_overrides={"date": "2024-05-07T12:00:00", "git_commit": "0006" + "c" * 36},
+        cell_status=lambda m, t, k: CellStatus.CRASHED if t == "pt" else None)
+    api.history_add([crashed], store)
+    with history.open_store(store) as s:
+        pt = [x for x in s.series() if x.key.benchmark == "vrelu3/pt/fwd/1024"
+              and x.key.kind == "time"]
+    assert [p.status for p in pt[0].points][-2:] == ["ok", "crashed"]
+    check = cli("history", "check", "--store", store)
+    assert check.returncode == 1, explain(check)
+    opened = api.history_check(store).opened
+    assert {(c.key.benchmark, c.after_status) for c in opened} == {
+        ("vrelu3/pt/fwd/1024", "crashed"), ("vrelu3/pt/fwd/16384", "crashed")}, opened
+
+
+def test_two_copies_of_one_build_in_the_store_are_one_line_naming_both(tmp_path: Path) -> None:
+    store = _history(tmp_path, 2)
+    builds = store + "/" + history.BUILDS_DIR
+    stored = sorted(n for n in os.listdir(builds) if n.endswith(".json"))[0]
+    shutil.copy(os.path.join(builds, stored), os.path.join(builds, "copy.json"))
+    os.unlink(os.path.join(store, history.INDEX_NAME))
+    line = single_error_line(cli("history", "changes", "--store", store))
+    assert stored in line and "copy.json" in line
+
+
+def test_the_same_file_given_twice_is_refused_and_the_store_is_intact(tmp_path: Path) -> None:
+    store = _history(tmp_path, 2)
+    before = _state(Path(store))
+    # The same file twice in one add: refused, and nothing is left under builds/.
+    again = _build(tmp_path, 2)
+    line = single_error_line(cli("history", "add", again, again, "--store", store))
+    assert "given twice" in line
+    assert _state(Path(store)) == before
+    assert api.history_rebuild(store) == 2
+
+
+def test_concurrent_adds_of_one_file_add_it_once(tmp_path: Path) -> None:
+    store = _history(tmp_path, 2)
+    new = _build(tmp_path, 2)
+    command = run_benchmarks_command() + ["history", "add", new, "--store", store]
+    procs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(2)]
+    outcomes = sorted((p.wait(timeout=120), p.communicate()) for p in procs)
+    assert [rc for rc, _ in outcomes] == [0, 2], outcomes
+    _, (_, stderr) = outcomes[1]
+    assert "Traceback" not in stderr and len(stderr.splitlines()) == 1, stderr
+    assert new in stderr
+    dump, files = _state(Path(store))
+    assert api.history_rebuild(store) == 3
+    assert _state(Path(store)) == (dump, files)
+    assert len([f for f in files if f.endswith(".json")]) == 3
+
+
+def _bisect_exit(tmp_path: Path, script: str, run_rc: int, writes: bool, compare_rc: int) -> int:
+    """The exit status of the bisect test `script` with stand-ins for pip and
+    run-benchmarks: `run` exits `run_rc` (writing its -o file when `writes`), `compare`
+    exits `compare_rc`."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "pip").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "run-benchmarks").write_text(
+        "#!/bin/sh\nif [ \"$1\" = run ]; then\n"
+        + ('  while [ $# -gt 0 ]; do [ "$1" = -o ] && echo x > "$2"; shift; done\n'
+           if writes else "")
+        + f"  exit {run_rc}\nfi\nexit {compare_rc}\n")
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return subprocess.run(["sh", "-c", script], env=env, cwd=tmp_path).returncode
+
+
+def test_the_bisect_recipe_blames_only_a_regression_and_names_files_absolutely(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _history(tmp_path, 8, factor=lambda i: 1.3 if i >= 5 else 1.0)
+    monkeypatch.chdir(tmp_path)
+    changes = api.history_changes("store")  # a relative store path
+    slower = next(c for c in changes if c.kind == "slower")
+    commands = history.confirm_commands(slower)
+    assert str(tmp_path / "store" / history.BUILDS_DIR) in commands.compare
+    recipe = commands.bisect
+    assert recipe.startswith("git bisect start 0005cccccccc 0004cccccccc && git bisect run sh -c ")
+    script = shlex.split(recipe.split("sh -c ", 1)[1])[0]
+    assert str(tmp_path / "store" / history.BUILDS_DIR) in script
+    assert "--processes 3 --values 5" in script and "--fast" not in script
+    assert _bisect_exit(tmp_path, script, 0, True, 0) == 0     # no regression: good
+    assert _bisect_exit(tmp_path, script, 1, True, 1) == 1     # a regression: bad
+    assert _bisect_exit(tmp_path, script, 0, True, 2) == 125   # compare refused: skip
+    assert _bisect_exit(tmp_path, script, 2, False, 0) == 125  # the run wrote nothing: skip
+
+
+def test_a_refused_first_add_leaves_no_store_behind(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("this is not JSON\n")
+    line = single_error_line(cli("history", "add", bad, "--store", tmp_path / "new"))
+    assert str(bad) in line
+    assert not (tmp_path / "new").exists()
