@@ -33,7 +33,8 @@ def test_the_documented_example_runs(tmp_path: Path) -> None:
     assert lines[0] == "base 0 ['ok', 'ok', 'ok', 'ok']"
     assert lines[1] == "new 0 ['ok', 'ok', 'ok', 'ok']"
     verdicts = [ln.split()[1] for ln in lines[2:-1]]
-    assert len(verdicts) == 4 and set(verdicts) <= {"same", "slower", "faster"}
+    # machine-shift: the machine's speed moved between the two runs (docs/method.md).
+    assert len(verdicts) == 4 and set(verdicts) <= {"same", "slower", "faster", "machine-shift"}
     report = Path(lines[-1].removeprefix("wrote "))
     assert report.is_file() and "relu2" in report.read_text(encoding="utf-8")
 
