@@ -112,7 +112,9 @@ def _run_rounds(todo: list[tuple[int, PlannedCell]], options: RunOptions,
     skipped without a worker, calibrated loops remembered per build, progress after each."""
     out: tuple[list[CellResult], ...] = tuple([] for _ in loops)
     t_start = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+    # A worker killed on Ctrl-C may still finish a write while the folder is removed: that
+    # must not turn the interrupt into an error, and lose the run's exit status 130.
+    with tempfile.TemporaryDirectory(prefix=prefix, ignore_cleanup_errors=True) as tmp:
         for index, (process_index, cell) in enumerate(todo):
             if cell.skip_reason:
                 done = tuple(skipped_result(_cell_spec(cell, process_index, options, build_loops),
