@@ -13,8 +13,9 @@ versions, so the part does not move between runs that are compared. Each part is
 and the median kept, because this machine's speed switches on a 10 ms scale and a single
 sample is hit by interrupts.
 
-Cost: about 10 ms per worker process for its two probes (docs/validation.md, "Machine
-speed"). Worker side; statistics over the probes are in `kscperf.machine`.
+Cost: 2 % of a default-profile run of the shipped suite, most of it the first probe's setup
+in each fresh worker (docs/validation.md, "Machine speed"). Worker side; statistics over the
+probes are in `kscperf.machine`.
 """
 
 from __future__ import annotations
