@@ -173,7 +173,10 @@ def test_interrupt_writes_partial_then_resume_finishes(tmp_path: Path, sig: int)
     out = tmp_path / "run.json"
     cmd = [sys.executable, "-m", "kscperf", str(FAULTS / "healthy.py"), "--tools",
            "pt,ptnice", *quick, "-o", str(out)]
-    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    # A shell without job control starts background commands with SIGINT ignored, and a
+    # Python started so never turns it into KeyboardInterrupt: give the run the default.
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     seen = []
     assert proc.stderr is not None
     for line in proc.stderr:
