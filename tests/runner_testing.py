@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -74,3 +77,28 @@ def single_error_line(proc: subprocess.CompletedProcess[str]) -> str:
     assert len(lines) == 1, explain(proc)
     assert lines[0].startswith("run-benchmarks: error: "), explain(proc)
     return lines[0]
+
+
+# The headless browser of the report and dashboard tests, when the machine has one.
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not on PATH")
+# Flags for a browser that must not reach the network or keep state between runs.
+_CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                   "--no-first-run", "--disable-background-networking",
+                   "--disable-component-update", "--disable-sync", "--disable-extensions",
+                   "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000")
+
+
+def chromium(tmp_path: Path, page: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    """Open `page` from disk in headless Chromium, with its own profile under `tmp_path`
+    and `extra` flags (--dump-dom, --screenshot=...); its console goes to stderr."""
+    assert CHROMIUM is not None
+    profile = tmp_path / f"profile-{page.stem}"
+    return subprocess.run(
+        [CHROMIUM, *_CHROMIUM_FLAGS, f"--user-data-dir={profile}", *extra, page.as_uri()],
+        capture_output=True, text=True, timeout=120)
+
+
+def console_messages(stderr: str) -> list[str]:
+    """The page's console messages and uncaught errors in Chromium's stderr."""
+    return [line for line in stderr.splitlines() if ":CONSOLE" in line or "Uncaught" in line]

@@ -11,7 +11,6 @@ import html.parser
 import json
 import re
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -21,14 +20,10 @@ import pytest
 import synthetic
 from kscperf import api, dashboard, history
 from kscperf.errors import CellStatus
-from runner_testing import cli, explain, single_error_line
+from runner_testing import chromium, cli, console_messages, explain, needs_chromium, \
+    single_error_line
 
 EVIL = "<script>alert(1)</script>"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-          "--disable-background-networking", "--disable-component-update", "--disable-sync",
-          "--disable-extensions", "--enable-logging=stderr", "--v=0",
-          "--virtual-time-budget=5000")
 BUILDS = 9
 
 
@@ -195,7 +190,6 @@ def test_values_too_large_to_scale_leave_a_gap_not_nan(tmp_path: Path) -> None:
 # In a browser
 # --------------------------------------------------------------------------------------
 
-needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not on PATH")
 
 # Appended to a copy of a page: types into the filter and reports what the browser shows.
 _PROBE = """<script>
@@ -222,15 +216,6 @@ _PROBE = """<script>
 </script>"""
 
 
-def _chromium(tmp_path: Path, page: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    assert CHROMIUM is not None
-    return subprocess.run([CHROMIUM, *_FLAGS, f"--user-data-dir={tmp_path / 'profile'}",
-                           *extra, page.as_uri()], capture_output=True, text=True, timeout=120)
-
-
-def _console_messages(stderr: str) -> list[str]:
-    return [line for line in stderr.splitlines() if ":CONSOLE" in line or "Uncaught" in line]
-
 
 @needs_chromium
 def test_pages_render_with_no_console_message_and_names_as_text(
@@ -239,11 +224,11 @@ def test_pages_render_with_no_console_message_and_names_as_text(
     pages = [out / "index.html", next((out / "models").iterdir()),
              next((out / "benchmarks").iterdir())]
     for page in pages:
-        done = _chromium(tmp_path, page, "--dump-dom")
+        done = chromium(tmp_path, page, "--dump-dom")
         assert done.returncode == 0, done.stderr[-2000:]
-        assert _console_messages(done.stderr) == [], page
+        assert console_messages(done.stderr) == [], page
         assert len(re.findall(r"<script\b", done.stdout)) == 1, page
-    front = _chromium(tmp_path, out / "index.html", "--dump-dom").stdout
+    front = chromium(tmp_path, out / "index.html", "--dump-dom").stdout
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in front
 
 
@@ -255,10 +240,10 @@ def test_the_filter_hides_rows_that_do_not_match(site: tuple[Path, Path],
     probe.write_text((out / "index.html").read_text(encoding="utf-8").replace(
         "</body>", _PROBE + "</body>"), encoding="utf-8")
     try:
-        done = _chromium(tmp_path, probe, "--dump-dom")
+        done = chromium(tmp_path, probe, "--dump-dom")
     finally:
         probe.unlink()
-    assert _console_messages(done.stderr) == []
+    assert console_messages(done.stderr) == []
     found = re.search(r'<pre id="kscperf-probe">(.*?)</pre>', done.stdout, flags=re.S)
     assert found, done.stdout[-2000:]
     result = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -20,17 +18,12 @@ import synthetic
 from kscperf.errors import CellStatus
 from kscperf.report import render_report, write_report
 from kscperf.results import load_results
+from runner_testing import chromium, console_messages, needs_chromium
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not on PATH")
+pytestmark = needs_chromium
 
 EVIL = "<script>alert(1)</script>"
 
-# Flags for a browser that must not reach the network or keep state between runs.
-_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-          "--disable-background-networking", "--disable-component-update", "--disable-sync",
-          "--disable-extensions", "--enable-logging=stderr", "--v=0",
-          "--virtual-time-budget=5000")
 
 # Appended to a copy of the report (the report itself has no script): measures what the
 # browser laid out and writes it into the DOM for --dump-dom to return.
@@ -71,17 +64,6 @@ _PROBE = """<script>
 </script>"""
 
 
-def _chromium(tmp_path: Path, page: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    profile = tmp_path / f"profile-{page.stem}"
-    return subprocess.run(
-        [str(CHROMIUM), *_FLAGS, f"--user-data-dir={profile}", *extra, page.as_uri()],
-        capture_output=True, text=True, timeout=120)
-
-
-def _console_messages(stderr: str) -> list[str]:
-    return [line for line in stderr.splitlines()
-            if ":CONSOLE" in line or "Uncaught" in line]
-
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -106,16 +88,16 @@ def test_console_messages_are_noticed(tmp_path: Path) -> None:
     # The check below is only worth something if it sees a console error when there is one.
     page = tmp_path / "bad.html"
     page.write_text('<!DOCTYPE html><p>x</p><script>console.error("boom"); nope();</script>')
-    done = _chromium(tmp_path, page, "--dump-dom")
+    done = chromium(tmp_path, page, "--dump-dom")
     assert done.returncode == 0, done.stderr[-2000:]
-    messages = _console_messages(done.stderr)
+    messages = console_messages(done.stderr)
     assert any("boom" in m for m in messages) and any("Uncaught" in m for m in messages)
 
 
-def test_report_renders_without_console_messages(report: Path, tmp_path: Path) -> None:
-    done = _chromium(tmp_path, report, "--dump-dom")
+def test_report_renders_withoutconsole_messages(report: Path, tmp_path: Path) -> None:
+    done = chromium(tmp_path, report, "--dump-dom")
     assert done.returncode == 0, done.stderr[-2000:]
-    assert _console_messages(done.stderr) == []
+    assert console_messages(done.stderr) == []
     dom = done.stdout
     assert dom.count("<table") >= 4 and dom.count("<svg") == 10
     # Shown as text, never parsed as an element: the DOM has no script element at all.
@@ -128,9 +110,9 @@ def test_tables_and_figures_are_laid_out_with_nothing_missing(report: Path,
     probe = tmp_path / "probe.html"
     probe.write_text(report.read_text(encoding="utf-8").replace("</body>", _PROBE + "</body>"),
                      encoding="utf-8")
-    done = _chromium(tmp_path, probe, "--dump-dom")
+    done = chromium(tmp_path, probe, "--dump-dom")
     assert done.returncode == 0, done.stderr[-2000:]
-    assert _console_messages(done.stderr) == []
+    assert console_messages(done.stderr) == []
     found = re.search(r'<pre id="kscperf-probe">(.*?)</pre>', done.stdout, flags=re.S)
     assert found, done.stdout[-2000:]
     text = found.group(1).replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", '"')
@@ -146,9 +128,9 @@ def test_tables_and_figures_are_laid_out_with_nothing_missing(report: Path,
 
 def test_screenshot_is_not_blank(report: Path, tmp_path: Path) -> None:
     shot = tmp_path / "report.png"
-    done = _chromium(tmp_path, report, f"--screenshot={shot}", "--window-size=1280,2400")
+    done = chromium(tmp_path, report, f"--screenshot={shot}", "--window-size=1280,2400")
     assert done.returncode == 0, done.stderr[-2000:]
-    assert _console_messages(done.stderr) == []
+    assert console_messages(done.stderr) == []
     from PIL import Image  # matplotlib depends on Pillow
 
     with Image.open(shot) as image:
