@@ -218,8 +218,9 @@ def _is_bad(status: str) -> bool:
     return status in {s.value for s in BAD_STATUSES}
 
 
-def _scores_json(scores: list[float] | None) -> str | None:
-    return None if scores is None else json.dumps([float(f"{v:.6g}") for v in scores])
+def _floats_json(values: Sequence[float]) -> str:
+    """`values` as the index stores them: JSON, six significant digits."""
+    return json.dumps([float(f"{v:.6g}") for v in values])
 
 
 def _machine_scores(loaded: LoadedResults) -> list[float] | None:
@@ -505,6 +506,7 @@ class HistoryStore:
     def _insert(self, c: _Candidate, stored: str) -> int:
         md = c.loaded.metadata
         commit_date, run_date = str(md.get("git_commit_date") or ""), str(md.get("date") or "")
+        scores = _machine_scores(c.loaded)
         cursor = self._db.execute(
             "INSERT INTO builds (file, sha256, label, machine_class, git_commit, git_dirty, "
             "commit_date, run_date, order_key, environment, machine_scores) "
@@ -513,7 +515,7 @@ class HistoryStore:
              str(md.get("git_commit") or ""), int(bool(md.get("git_dirty"))), commit_date,
              run_date, _order_key(commit_date, run_date, c.loaded.build),
              json.dumps(environment_of(c.loaded), sort_keys=True),
-             _scores_json(_machine_scores(c.loaded))))
+             None if scores is None else _floats_json(scores)))
         build_id = int(cursor.lastrowid or 0)
         series_ids = {(k, b): i for i, k, b in self._db.execute(
             "SELECT id, kind, benchmark FROM series WHERE machine_class = ?", (c.machine_class,))}
@@ -528,7 +530,7 @@ class HistoryStore:
                      row.config)).lastrowid or 0)
                 series_ids[(row.kind, row.benchmark)] = series_id
             points.append((series_id, build_id, row.status,
-                           json.dumps([float(f"{v:.6g}") for v in row.samples]),
+                           _floats_json(row.samples),
                            *_summary(row.samples)))
         self._db.executemany("INSERT INTO points VALUES (?,?,?,?,?,?,?,?)", points)
         return build_id
