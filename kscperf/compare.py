@@ -611,12 +611,11 @@ def _median_of(entry: _Entry | None) -> float:
 def _band(low: float, high: float, min_effect: float) -> int:
     """+1 when the whole interval [low, high] is a slowdown of at least `min_effect`, -1
     when it is a speedup of at least that much, else 0 (NaN gives 0)."""
-    limit = math.log1p(min_effect) - 1e-12
     if not (low > 0 and high > 0):
         return 0
-    if math.log(low) >= limit:
+    if stats.effect_direction(low, min_effect) == 1:
         return 1
-    if math.log(high) <= -limit:
+    if stats.effect_direction(high, min_effect) == -1:
         return -1
     return 0
 
@@ -670,8 +669,7 @@ def _row(c: _Compared, q: float, min_effect: float, alpha: float,
         verdict = {1: Verdict.SLOWER, -1: Verdict.FASTER, 0: Verdict.SAME}[direction]
         if _machine_verdict(c, direction, shift, min_effect, alpha):
             verdict = Verdict.MACHINE_SHIFT
-        inconclusive = (direction == 0 and math.isfinite(est.ratio) and abs(
-            math.log(est.ratio)) >= math.log1p(min_effect) - 1e-12)
+        inconclusive = direction == 0 and stats.effect_direction(est.ratio, min_effect) != 0
     failing = c.new is not None and c.new.category in (_Category.FAILING, _Category.INCORRECT)
     reason_side = c.new if failing else c.base
     parts = c.present.parts

@@ -167,11 +167,10 @@ def compare_canary_scores(base: Sequence[float], new: Sequence[float], *,
     estimate = stats.compare_samples([[s] for s in base], [[s] for s in new], alpha=alpha)
     direction = stats.classify_change(estimate.ratio, estimate.p_value,
                                       min_effect=SHIFT_MIN_EFFECT, alpha=alpha)
-    limit = math.log1p(SHIFT_MIN_EFFECT)
     if direction != 0:
         state = ShiftState.CHANGED
-    elif estimate.low > 0 and abs(math.log(estimate.low)) < limit \
-            and abs(math.log(estimate.high)) < limit:
+    elif estimate.low > 0 and stats.effect_direction(estimate.low, SHIFT_MIN_EFFECT) == 0 \
+            and stats.effect_direction(estimate.high, SHIFT_MIN_EFFECT) == 0:
         state = ShiftState.UNCHANGED
     else:
         state = ShiftState.UNRESOLVED

@@ -35,6 +35,7 @@ __all__ = [
     "compare_paired_samples",
     "adjust_p_values",
     "classify_change",
+    "effect_direction",
     "min_detectable_effect",
     "detectable_spread_of_runs",
     "min_detectable_effect_of_runs",
@@ -284,12 +285,22 @@ def classify_change(ratio: float, p_value: float, *, min_effect: float = DEFAULT
     A change needs both a p-value under `alpha` and a ratio at or beyond `1 + min_effect`
     (or at or under `1 / (1 + min_effect)`); NaN in either gives 0.
     """
-    if not (math.isfinite(ratio) and ratio > 0) or math.isnan(p_value) or p_value >= alpha:
+    if math.isnan(p_value) or p_value >= alpha:
+        return 0
+    return effect_direction(ratio, min_effect)
+
+
+def effect_direction(ratio: float, min_effect: float = DEFAULT_MIN_EFFECT) -> int:
+    """+1 when `ratio` is at or beyond `1 + min_effect`, -1 when at or under
+    `1 / (1 + min_effect)`, else 0 (also for a ratio that is not positive and finite),
+    whatever its significance."""
+    if not (math.isfinite(ratio) and ratio > 0):
         return 0
     # The tiny tolerance keeps an exact 5 % change a change despite floating-point rounding.
-    if math.log(ratio) >= math.log1p(min_effect) - 1e-12:
+    limit = math.log1p(min_effect) - 1e-12
+    if math.log(ratio) >= limit:
         return 1
-    if math.log(ratio) <= -math.log1p(min_effect) + 1e-12:
+    if math.log(ratio) <= -limit:
         return -1
     return 0
 
