@@ -43,7 +43,7 @@ from kscperf.history import (
     find_changes,
 )
 from kscperf.errors import KscperfError
-from kscperf.results import write_text_atomic
+from kscperf.fileio import write_text_atomic
 from kscperf.sparklines import ChartPoint, Mark, history_chart, sparkline
 
 __all__ = ["IndexView", "ModelView", "BenchmarkView", "build_views", "write_dashboard"]

@@ -42,7 +42,8 @@ from typing import Any, Iterable, Iterator, Sequence
 from kscperf import machine, stats
 from kscperf.errors import BAD_STATUSES, CellStatus, KscperfError
 from kscperf.names import cell_name, compile_name, prep_name
-from kscperf.results import CellSummary, LoadedResults, load_results, write_text_atomic
+from kscperf.fileio import write_bytes_atomic, write_text_atomic
+from kscperf.results import CellSummary, LoadedResults, load_results
 
 __all__ = [
     "INDEX_NAME",
@@ -459,7 +460,7 @@ class HistoryStore:
                     write_text_atomic(pending[-1][0], machine + "\n",
                                       "the store's machine class")
                 pending.append((_pending_name(target), target))
-                _write_bytes_atomic(pending[-1][0], c.raw)
+                write_bytes_atomic(pending[-1][0], c.raw, "the store's copy")
             self._commit(paths)
         except BaseException:
             self._db.rollback()
@@ -669,11 +670,6 @@ def _assemble(key: SeriesKey, found: dict[int, SeriesPoint], class_builds: list[
             point = SeriesPoint(b, status, (), math.nan, math.nan, None)
         points.append(point)
     return Series(key, tuple(points))
-
-
-def _write_bytes_atomic(path: str, raw: bytes) -> None:
-    # Results files are UTF-8 JSON (load_results refuses anything else).
-    write_text_atomic(path, raw.decode("utf-8"), "the store's copy")
 
 
 def _refuse_given_twice(path: str, given: dict[str, str]) -> None:
