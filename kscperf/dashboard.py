@@ -20,6 +20,7 @@ row shows.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import hashlib
 import math
@@ -41,6 +42,7 @@ from kscperf.history import (
     StoredBuild,
     find_changes,
 )
+from kscperf import dashboard_timeline as timeline
 from kscperf.confirm import confirm_commands
 from kscperf.errors import KscperfError
 from kscperf.fileio import write_text_atomic
@@ -163,6 +165,8 @@ class IndexView:
     changes: list[ChangeView]
     environment: list[EnvironmentView]
     models: list[ModelRow]
+    # One line per machine class naming the tools that never ran there.
+    not_run: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -223,6 +227,7 @@ class SectionView:
     kinds: list[str]
     builds: list[BuildLine]
     table_note: str
+    timeline: timeline.TimelineView | None = None  # the chained lockstep links, if any
 
 
 @dataclass(frozen=True)
@@ -422,15 +427,23 @@ def _open_changes(changes: Sequence[HistoryChange]) -> list[HistoryChange]:
 
 
 def _environment_events(changes: Sequence[HistoryChange]) -> list[EnvironmentView]:
+    """One entry per environment event; a run of machine-speed events over consecutive
+    builds reads as one entry."""
     counted: dict[tuple[str, int, int, str], int] = {}
-    builds: dict[int, StoredBuild] = {}
+    builds: dict[tuple[str, int], StoredBuild] = {}
     for c in changes:
         if c.kind == "environment":
-            key = (c.key.machine_class, c.before.id, c.after.id, c.detail)
+            key = (c.key.machine_class, c.before.position, c.after.position, c.detail)
             counted[key] = counted.get(key, 0) + 1
-            builds[c.before.id], builds[c.after.id] = c.before, c.after
-    out = [EnvironmentView(_text(cls), _build_text(builds[b]), _build_text(builds[a]),
-                           _text(detail), n) for (cls, b, a, detail), n in counted.items()]
+            for b in (c.before, c.after):
+                builds[(b.machine_class, b.position)] = b
+    merged = timeline.merge_speed_runs([timeline.SpeedEvent(*key, n)
+                                        for key, n in counted.items()])
+    out = [EnvironmentView(
+        _text(e.machine_class), _build_text(builds[(e.machine_class, e.before)]),
+        _build_text(builds[(e.machine_class, e.after)]),
+        _text(e.detail if pairs == 1 else f"{e.detail} ({pairs} pairs of builds in a row)"),
+        e.series) for e, pairs in merged]
     out.sort(key=lambda e: (e.machine_class, e.after))
     return out
 
@@ -601,9 +614,14 @@ def build_views(store: HistoryStore, *, min_effect: float = stats.DEFAULT_MIN_EF
         count[cls] = len(mine)
         classes.append(ClassView(_text(cls), len(mine), _build_text(mine[0]),
                                  _build_text(mine[-1])))
+    groups = _summary_groups(all_series)
+    ran: dict[tuple[str, str], bool] = {}
+    for (cls, tool, _), g in groups.items():
+        ran[(cls, tool)] = ran.get((cls, tool), False) or bool(g.passed)
     summary = [_summary_row(cls, tool, task, g, count[cls]) for (cls, tool, task), g in
-               sorted(_summary_groups(all_series).items())]
+               sorted(groups.items()) if ran[(cls, tool)]]
     models, benchmarks = _pages_of_benchmarks(all_series, by_series)
+    _add_timelines(store, all_series, benchmarks)
     index = IndexView(
         title="kscperf dashboard", generated=generated, root="", store=_text(store.root),
         classes=classes, summary=summary,
@@ -611,8 +629,24 @@ def build_views(store: HistoryStore, *, min_effect: float = stats.DEFAULT_MIN_EF
                                                  else _first_config(c, all_series)),
                               expanded=c.is_regression and i < _EXPANDED_CHANGES)
                  for i, c in enumerate(open_changes)],
-        environment=_environment_events(changes), models=_model_index(all_series, open_changes))
+        environment=_environment_events(changes), models=_model_index(all_series, open_changes),
+        not_run=[_text(line) for line in timeline.not_run_lines(ran)])
     return _Pages(index, models, benchmarks)
+
+
+def _add_timelines(store: HistoryStore, all_series: Sequence[Series],
+                   benchmarks: dict[str, BenchmarkView]) -> None:
+    """Put each run-time series' chained lockstep timeline into its benchmark page."""
+    class_links = {cls: store.links(cls) for cls in store.machine_classes()}
+    for s in all_series:
+        page = benchmarks.get(_benchmark_href(s.key.benchmark))
+        by_new = class_links.get(s.key.machine_class, {}).get(("time", s.key.benchmark))
+        view = timeline.timeline_view(s, by_new) if s.key.kind == "time" and by_new else None
+        if page is None or view is None:
+            continue
+        page.sections[:] = [dataclasses.replace(section, timeline=view)
+                            if section.machine_class == _text(s.key.machine_class) else section
+                            for section in page.sections]
 
 
 def _first_config(c: HistoryChange, all_series: Iterable[Series]) -> str:

@@ -46,21 +46,12 @@ def _ab_folder(d: Path, base: int, new: int, *, factor: float = 1.0, seed: int =
     new build's compiled tool; `drift` is how much slower the machine ran during this `ab`
     run than usual, and its processes differ from each other by up to 1.5x, alike on both
     sides (as lockstep turns make them)."""
-    folder = d / f"ab-{new}"
-    folder.mkdir()
-    shared = {"lockstep_id": f"id{new}-{seed}"}
     per_process = [1.0, 1.5, 0.8, 1.2, 1.1]
-    machine = lambda m, t, k, p: drift * per_process[p % len(per_process)]  # noqa: E731
-    label = base_label or f"b{base}"
-    synthetic.write_build(str(folder / f"{label}.json"), label, seed=seed + 1,
-                          metadata_overrides=_metadata(new, lockstep_role="base", **shared),
-                          machine=machine, **SMALL)
-    synthetic.write_build(
-        str(folder / f"b{new}.json"), f"b{new}", seed=seed + 2,
-        metadata_overrides=_metadata(new, lockstep_role="new", **shared,
-                                     **(new_metadata or {})),
-        factor=lambda m, t, k, c: factor if t == "compiled" else 1.0, machine=machine, **SMALL)
-    return str(folder)
+    return synthetic.write_ab_folder(
+        str(d / f"ab-{new}"), base_label or f"b{base}", f"b{new}", seed=seed,
+        base_metadata=_metadata(new), new_metadata={**_metadata(new), **(new_metadata or {})},
+        new_factor=lambda m, t, k, c: factor if t == "compiled" else 1.0,
+        machine=lambda m, t, k, p: drift * per_process[p % len(per_process)], **SMALL)
 
 
 def _state(store: Path) -> tuple[list[tuple[Any, ...]], list[str]]:
