@@ -81,3 +81,25 @@ def test_consecutive_machine_speed_events_read_as_one_entry(tmp_path: Path) -> N
     assert environment.startswith("Environment changes (1) "), environment
     assert re.search(r"b0 \(\S+\) b4 \(\S+\) machine speed \(4 pairs of builds in a row\)",
                      environment), environment
+
+
+def test_a_two_build_report_opens_with_the_verdict_and_folds_equal_environment(
+        tmp_path: Path) -> None:
+    base = synthetic.write_build(str(tmp_path / "a.json"), "a", seed=1, **SMALL)
+    new = synthetic.write_build(str(tmp_path / "b.json"), "b", seed=2,
+                                factor=lambda m, t, k, c: 1.5 if t == "compiled" else 1.0,
+                                **SMALL)
+    out = api.write_report([base, new], str(tmp_path / "report.html"))
+    page = Path(out).read_text()
+    text = _text(Path(out))
+    assert text.index("Comparison: a → b") < text.index("Regression: something")
+    assert text.index("Regressions (1)") < text.index("keys differ between the builds")
+    regressions = text[text.index("Regressions (1)"):text.index("Every benchmark")]
+    assert "vrelu3/compiled/fwd/1024" in regressions
+    assert "vrelu3/pt/fwd/1024" not in regressions
+    # Only the build label differs: one row shown, the others folded under <details>.
+    assert "1 of " in text and " keys differ between the builds:" in text
+    shown, folded = page.split("<details><summary>the ", 1)
+    shown = shown[shown.index('id="environment"'):]
+    assert "<th>build</th>" in shown and "<th>torch_version</th>" not in shown
+    assert "<th>torch_version</th>" in folded.split("</details>", 1)[0]
