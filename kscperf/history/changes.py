@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 from kscperf import machine, stats
 from kscperf.errors import BAD_STATUSES
-from kscperf.history import links
+import kscperf.history.links as links
 from kscperf.history.series import Series, SeriesKey, StoredBuild
 from kscperf.history.store import HistoryStore
 

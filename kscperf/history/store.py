@@ -30,7 +30,8 @@ from typing import Any, Iterable, Iterator, Sequence
 
 from kscperf.errors import KscperfError
 from kscperf.fileio import write_bytes_atomic, write_text_atomic
-from kscperf.history import journal, links
+import kscperf.history.journal as journal
+import kscperf.history.links as links
 from kscperf.history.series import (
     SERIES_KINDS, Series, SeriesKey, SeriesPoint, StoredBuild, assemble_series, detectable_effect,
     environment_of, floats_json, machine_class_of, machine_scores_of, point_rows,
