@@ -41,6 +41,7 @@ from kscperf.names import (
     parse_benchmark_name,
     prep_name,
 )
+from kscperf.metadata import COMPARABLE_KEYS
 from kscperf.results import CellSummary, LoadedResults
 from kscperf.spec import CheckResult
 
@@ -181,15 +182,7 @@ _CATEGORY = {
 }
 
 # Metadata that must match for timings to be comparable: (key, what differs).
-_COMPARABLE_KEYS = (
-    ("hostname", "machines"),
-    ("cpu_model_name", "CPUs"),
-    ("gpu_name", "GPUs"),
-    ("torch_version", "torch versions"),
-    ("profile", "profiles"),
-    ("processes", "profiles"),
-    ("values", "profiles"),
-)
+_COMPARABLE_KEYS = COMPARABLE_KEYS
 
 
 @dataclass(frozen=True)
