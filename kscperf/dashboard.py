@@ -32,7 +32,7 @@ from typing import Any, Iterable, Sequence
 from markupsafe import Markup
 
 from kscperf import formatting, stats
-from kscperf.compare import REFERENCE_TOOL
+from kscperf.samples import REFERENCE_TOOL
 from kscperf.history import (
     HistoryChange,
     HistoryStore,
