@@ -559,7 +559,7 @@ def change_what(change: Any) -> str:
     if change.kind == "status":
         return f"status {change.before_status} -> {change.after_status}"
     what = change.kind
-    if change.key.kind in ("memory", "cuda_memory"):
+    if change.key.kind is not None and change.key.kind.unit == "byte":
         what = {"slower": "slower (more memory)", "faster": "faster (less memory)"}.get(
             what, what)
     if not getattr(change.change, "confirmed", True):
@@ -569,7 +569,7 @@ def change_what(change: Any) -> str:
 
 def _change_cells(change: Any) -> list[str]:
     c = change.change
-    return [change_what(change), change.key.benchmark, change.key.kind,
+    return [change_what(change), change.key.benchmark, _kind_text(change.key.kind),
             build_text(change.before.label, change.before.git_commit),
             build_text(change.after.label, change.after.git_commit), format_ratio(c.ratio),
             format_interval(c.low, c.high), change.key.machine_class]
@@ -577,6 +577,11 @@ def _change_cells(change: Any) -> list[str]:
 
 _CHANGE_HEADER = ["change", "benchmark", "kind", "last before", "first after", "ratio",
                   "interval", "machine"]
+
+
+def _kind_text(kind: Any) -> str:
+    # None: environment events merged over every series of a machine class.
+    return "*" if kind is None else str(kind)
 
 
 def _change_json(change: Any) -> dict[str, Any]:
@@ -589,11 +594,11 @@ def _change_json(change: Any) -> dict[str, Any]:
     return {"change": change.kind, "detail": change.detail,
             "confirmed": bool(getattr(c, "confirmed", True)),
             "regression": change.is_regression, "benchmark": change.key.benchmark,
-            "kind": change.key.kind, "model": change.key.model, "tool": change.key.tool,
+            "kind": _kind_text(change.key.kind), "model": change.key.model, "tool": change.key.tool,
             "task": change.key.task, "config": change.key.config,
             "machine_class": change.key.machine_class, "before": build(change.before),
-            "after": build(change.after), "before_status": change.before_status,
-            "after_status": change.after_status, "ratio": _number(c.ratio),
+            "after": build(change.after), "before_status": str(change.before_status),
+            "after_status": str(change.after_status), "ratio": _number(c.ratio),
             "ratio_low": _number(c.low), "ratio_high": _number(c.high),
             "p_value": _number(c.p_value)}
 
