@@ -317,16 +317,22 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def _print_outcome(result: Any, check_only: bool) -> None:
-    from kscperf.compare import summarize_build
     from kscperf.formatting import format_check_table, format_compile_table, \
-        format_run_table, format_seconds
+        format_run_table, format_seconds, machine_state_note
+    from kscperf.samples import build_samples, odd_value_count, summarize_build
 
     loaded = result.loaded[0]
+    marked = ""
     if check_only:
         print(format_check_table(loaded.cells))
     else:
-        tools, rows = summarize_build(loaded)
+        build = build_samples(loaded)
+        tools, rows = summarize_build(loaded, build)
         print(format_run_table(tools, rows))
+        note = machine_state_note(odd_value_count(rows), build.odd_processes)
+        if note:
+            print(note)
+            marked = f"; {odd_value_count(rows)} marked {note[0]}"
         compile_table = format_compile_table(tools, rows)
         if compile_table:
             print("\n" + compile_table)
@@ -334,8 +340,8 @@ def _print_outcome(result: Any, check_only: bool) -> None:
     for cell in loaded.cells:
         counts[cell.status.value] = counts.get(cell.status.value, 0) + 1
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-    print(f"\n{len(loaded.cells)} results ({summary}) in {format_seconds(result.wall_s)} "
-          "wall time")
+    print(f"\n{len(loaded.cells)} results ({summary}{marked}) in "
+          f"{format_seconds(result.wall_s)} wall time")
     if result.outputs[0]:
         print(f"wrote {result.outputs[0]}")
 

@@ -17,10 +17,10 @@ import textwrap
 from typing import Any
 
 from kscperf import machine, stats
-from kscperf.compare import BuildRow, CellView, Comparison, ComparisonRow, GeoMean, \
-    MachineCheck, Verdict
+from kscperf.compare import Comparison, ComparisonRow, GeoMean, MachineCheck, Verdict
 from kscperf.errors import TIMED_STATUSES, CellStatus
 from kscperf.results import CellSummary
+from kscperf.samples import BuildRow, CellView
 
 __all__ = [
     "safe_text",
@@ -41,6 +41,9 @@ __all__ = [
     "format_comparison",
     "COMPARISON_FORMATS",
     "STATUS_MARKS",
+    "MACHINE_STATE_MARK",
+    "machine_state_note",
+    "config_text",
     "HISTORY_FORMATS",
     "build_text",
     "change_what",
@@ -61,7 +64,27 @@ STATUS_MARKS = {
     CellStatus.OOM: "OOM",
     CellStatus.SKIPPED: "skipped",
     CellStatus.UNSUPPORTED: "unsupported",
+    CellStatus.NOT_RUN: "not run",
 }
+
+# Beside a time that includes processes timed while the machine was in another state (the
+# canary says so, `kscperf.machine`): that number may be the machine's, not the build's.
+MACHINE_STATE_MARK = "~"
+
+
+def machine_state_note(marked: int, processes: int) -> str:
+    """The line that explains `MACHINE_STATE_MARK` under a table; "" when nothing is
+    marked."""
+    if not marked:
+        return ""
+    return (f"{MACHINE_STATE_MARK} {marked} value{'s' if marked != 1 else ''} include "
+            f"processes timed while the machine was in another state ({processes} "
+            f"process{'es' if processes != 1 else ''} in all, by the canary)")
+
+
+def config_text(config: str | None) -> str:
+    """A row's config as shown: "*" for the fate of a cell that never reached one."""
+    return safe_text(config if config is not None else "*")
 
 
 def safe_text(text: object) -> str:
@@ -100,6 +123,8 @@ def _run_cell_text(view: CellView | None) -> str:
             text += f" ({view.speedup:.2f}x)"
         if view.status is not CellStatus.OK:
             text += f" {STATUS_MARKS[view.status]}"
+        if view.odd_processes:
+            text += f" {MACHINE_STATE_MARK}"
         return text
     return STATUS_MARKS[view.status]
 
@@ -124,7 +149,7 @@ def format_run_table(tools: list[str], rows: list[BuildRow]) -> str:
             skipped_everywhere[tool] = reasons.pop()
     shown = [t for t in tools if t not in skipped_everywhere]
     header = ["model", "config", "task"] + [safe_text(t) for t in shown]
-    body = [[safe_text(r.model), safe_text(r.config), r.task]
+    body = [[safe_text(r.model), config_text(r.config), r.task]
             + [_run_cell_text(r.cells.get(t)) for t in shown]
             for r in rows if any(t in r.cells for t in shown)]
     lines = [_align([header] + body)] if body else []
@@ -167,7 +192,7 @@ def format_check_table(cells: list[CellSummary]) -> str:
         errors = ([chk.what, f"{chk.max_abs_err:.2e}", f"{chk.max_rel_err:.2e}",
                    f"{chk.rtol:g}/{chk.atol:g}"] if chk is not None else ["", "", "", ""])
         body.append([safe_text(c.model), safe_text(c.tool), c.task,
-                     safe_text(c.config if c.config is not None else "*"), c.status.value,
+                     config_text(c.config), c.status.value,
                      *errors, safe_text(c.reason)[:100]])
     return _align([header] + body)
 
@@ -534,7 +559,7 @@ def change_what(change: Any) -> str:
     if change.kind == "status":
         return f"status {change.before_status} -> {change.after_status}"
     what = change.kind
-    if change.key.kind in ("memory", "cuda_memory"):
+    if change.key.kind is not None and change.key.kind.unit == "byte":
         what = {"slower": "slower (more memory)", "faster": "faster (less memory)"}.get(
             what, what)
     if not getattr(change.change, "confirmed", True):
@@ -544,7 +569,7 @@ def change_what(change: Any) -> str:
 
 def _change_cells(change: Any) -> list[str]:
     c = change.change
-    return [change_what(change), change.key.benchmark, change.key.kind,
+    return [change_what(change), change.key.benchmark, _kind_text(change.key.kind),
             build_text(change.before.label, change.before.git_commit),
             build_text(change.after.label, change.after.git_commit), format_ratio(c.ratio),
             format_interval(c.low, c.high), change.key.machine_class]
@@ -552,6 +577,11 @@ def _change_cells(change: Any) -> list[str]:
 
 _CHANGE_HEADER = ["change", "benchmark", "kind", "last before", "first after", "ratio",
                   "interval", "machine"]
+
+
+def _kind_text(kind: Any) -> str:
+    # None: environment events merged over every series of a machine class.
+    return "*" if kind is None else str(kind)
 
 
 def _change_json(change: Any) -> dict[str, Any]:
@@ -564,11 +594,11 @@ def _change_json(change: Any) -> dict[str, Any]:
     return {"change": change.kind, "detail": change.detail,
             "confirmed": bool(getattr(c, "confirmed", True)),
             "regression": change.is_regression, "benchmark": change.key.benchmark,
-            "kind": change.key.kind, "model": change.key.model, "tool": change.key.tool,
+            "kind": _kind_text(change.key.kind), "model": change.key.model, "tool": change.key.tool,
             "task": change.key.task, "config": change.key.config,
             "machine_class": change.key.machine_class, "before": build(change.before),
-            "after": build(change.after), "before_status": change.before_status,
-            "after_status": change.after_status, "ratio": _number(c.ratio),
+            "after": build(change.after), "before_status": str(change.before_status),
+            "after_status": str(change.after_status), "ratio": _number(c.ratio),
             "ratio_low": _number(c.low), "ratio_high": _number(c.high),
             "p_value": _number(c.p_value)}
 

@@ -24,7 +24,7 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
-from kscperf.errors import STATUS_SEVERITY, CellStatus, KscperfError
+from kscperf.errors import STATUS_SEVERITY, CellStatus, KscperfError, recorded_status
 from kscperf.fileio import write_text_atomic
 from kscperf.machine import machine_speed
 from kscperf.pyperfjson import pyperf_suite_json
@@ -91,7 +91,7 @@ class CellSummary:
         status, a name that is not a string."""
         if not isinstance(d, dict):
             raise TypeError(f"a cell is an object, not {d!r}")
-        status = CellStatus(d["status"])
+        status = recorded_status(d["status"])
         model, tool, task, config = d["model"], d["tool"], d["task"], d["config"]
         if not all(isinstance(v, str) for v in (model, tool, task)) or not isinstance(
                 config, (str, type(None))):

@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from kscperf.errors import STATUS_SEVERITY, CellStatus, KscperfError
+from kscperf.errors import STATUS_SEVERITY, CellStatus, KscperfError, recorded_status
 from kscperf.names import cell_name
 
 __all__ = [
@@ -196,7 +196,7 @@ class ConfigResult:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ConfigResult:
         d = dict(d)
-        d["status"] = CellStatus(d["status"])
+        d["status"] = recorded_status(d["status"])
         d["values"] = tuple(float(v) for v in d.get("values", ()))
         d["warmups"] = tuple((int(n), float(v)) for n, v in d.get("warmups", ()))
         d["cuda_event_values"] = tuple(float(v) for v in d.get("cuda_event_values", ()))
@@ -280,7 +280,7 @@ class CellResult:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CellResult:
         d = dict(d)
-        d["status"] = CellStatus(d["status"])
+        d["status"] = recorded_status(d["status"])
         d["configs"] = tuple(ConfigResult.from_dict(c) for c in d.get("configs", ()))
         d["metadata"] = dict(d.get("metadata") or {})
         d["canary"] = tuple(CanaryProbe.from_dict(p) for p in d.get("canary", ()))
