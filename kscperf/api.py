@@ -19,6 +19,7 @@ from typing import Any, Mapping, Sequence
 from kscperf import compare as _compare
 from kscperf import report as _report
 from kscperf import fileio as _fileio
+from kscperf import merge as _merge
 from kscperf import results as _results
 from kscperf.errors import KscperfError
 from kscperf.session import Build, OnProgress, RunConfig, SessionResult, prepare_session
@@ -118,7 +119,7 @@ def merge_shards(paths: Sequence[str], output: str, *, allow_partial: bool = Fal
     or plans, overlapping shards and a missing shard (unless `allow_partial`) raise
     KscperfError and write nothing."""
     _fileio.check_writable(output, replace=False)
-    _results.merge_results(list(paths), output, allow_partial=allow_partial)
+    _merge.merge_results(list(paths), output, allow_partial=allow_partial)
     return output
 
 

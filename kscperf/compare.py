@@ -42,6 +42,7 @@ from kscperf.verdicts import (
     is_failing,
     status_verdict,
 )
+from kscperf.metadata import COMPARABLE_KEYS
 
 __all__ = [
     "Verdict",
@@ -63,15 +64,7 @@ __all__ = [
 _ORDER = {v: i for i, v in enumerate(Verdict)}
 
 # Metadata that must match for timings to be comparable: (key, what differs).
-_COMPARABLE_KEYS = (
-    ("hostname", "machines"),
-    ("cpu_model_name", "CPUs"),
-    ("gpu_name", "GPUs"),
-    ("torch_version", "torch versions"),
-    ("profile", "profiles"),
-    ("processes", "profiles"),
-    ("values", "profiles"),
-)
+_COMPARABLE_KEYS = COMPARABLE_KEYS
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from kscperf.compare import (
 )
 from kscperf.errors import TIMED_STATUSES, CellStatus, KscperfError
 from kscperf.fileio import write_text_atomic
+from kscperf.metadata import REPORT_KEYS
 from kscperf.names import BenchmarkName, Kind
 from kscperf.results import LoadedResults
 from kscperf.samples import (
@@ -52,12 +53,7 @@ __all__ = [
 TEMPLATE_NAME = "report.html.j2"
 
 # Environment keys shown first, in this order; any others follow alphabetically.
-_ENV_KEYS = (
-    "build", "build_python", "build_env", "lockstep_id", "date", "git_commit", "git_dirty",
-    "hostname", "cpu_model_name", "cpu_count", "gpu_name", "platform", "python_version",
-    "torch_version", "cuda_version", "profile", "processes", "values", "warmups", "min_time",
-    "seed", "torch_num_threads",
-)
+_ENV_KEYS = REPORT_KEYS
 
 # CSS class per verdict; the stylesheet in the template colours them.
 _VERDICT_CLASS = {

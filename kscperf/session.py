@@ -27,6 +27,7 @@ from kscperf.envinfo import cuda_driver_present, git_info, library_versions, mac
     now_iso
 from kscperf.errors import BAD_STATUSES, KscperfError
 from kscperf.launch import Launcher, make_launcher
+from kscperf.metadata import PER_RUN_KEYS
 from kscperf.spec import PROFILES, CellResult, TimingProfile
 from kscperf.names import EAGER_TOOLS, split_device
 from kscperf.plugins import plugin_tool_names
@@ -37,9 +38,7 @@ __all__ = ["RunConfig", "Build", "Selection", "Session", "SessionResult", "selec
 
 _PARTIAL_WRITE_INTERVAL_S = 10.0
 # Per worker process, not per build: kept out of a build's metadata.
-_PER_RUN_KEYS = frozenset({"hostname", "cpu_model_name", "platform", "python_version",
-                           "cpu_count", "python_executable", "cpu_affinity",
-                           "lockstep_unpaired_values", "torch_extensions_dir"})
+_PER_RUN_KEYS = PER_RUN_KEYS
 
 # Told, after each worker, its progress and the label of its build ("" for a single build).
 OnProgress = Callable[[schedule.Progress, str], None]

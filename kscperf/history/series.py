@@ -20,7 +20,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Sequence
 
-from kscperf import machine, stats
+from kscperf import machine, metadata, stats
 from kscperf.errors import CellStatus
 from kscperf.names import Kind, cell_name
 from kscperf.results import LoadedResults
@@ -31,14 +31,8 @@ __all__ = ["SERIES_KINDS", "ENVIRONMENT_KEYS", "StoredBuild", "SeriesKey", "Seri
            "machine_class_of", "environment_of", "assemble_series", "detectable_effect"]
 
 SERIES_KINDS = tuple(Kind)
-# The metadata that makes a build's environment: a change of any of them inside a series is
-# an environment event, never a regression of the build. The machine class itself (the
-# host) is not among them: another host is another series.
-ENVIRONMENT_KEYS = (
-    "torch_version", "cuda_version", "cudnn_version", "triton_version", "gpu_driver",
-    "gpu_name", "cpu_model_name", "cpu_count", "python_version", "profile", "processes",
-    "values", "warmups", "min_time", "compile_cache", "isolation",
-)
+# The metadata that makes a build's environment (why these: kscperf.metadata).
+ENVIRONMENT_KEYS = metadata.ENVIRONMENT_KEYS
 
 
 @dataclass(frozen=True)
