@@ -44,14 +44,11 @@ from kscperf.errors import CellStatus, KscperfError
 from kscperf.history.summary import GroupSummary, Trend, summarize_groups
 from kscperf.names import Kind
 from kscperf.fileio import write_text_atomic
+from kscperf.style import STATUS_TONE, change_tone, jinja_environment
 from kscperf.sparklines import ChartPoint, Mark, history_chart, sparkline
 
 __all__ = ["IndexView", "ModelView", "BenchmarkView", "build_views", "write_dashboard"]
 
-_STATUS_TONE = {CellStatus.OK: "good", CellStatus.INCORRECT: "bad", CellStatus.FAILED: "bad",
-                CellStatus.TIMEOUT: "bad", CellStatus.CRASHED: "bad", CellStatus.OOM: "bad",
-                CellStatus.SKIPPED: "muted", CellStatus.UNSUPPORTED: "muted",
-                CellStatus.NOT_RUN: "warn"}
 # A benchmark page's table lists this many newest builds, and every older one where
 # something changed; the charts show every build. (A year of nightlies in every table made
 # the site of 2,000 series 160 MB.)
@@ -288,11 +285,7 @@ def _date(b: StoredBuild) -> str:
 
 
 def _change_tone(c: HistoryChange) -> str:
-    if c.kind == "environment":
-        return "env"
-    if c.is_regression:
-        return "bad"
-    return "good" if c.kind in ("faster", "status") else "warn"
+    return change_tone(c.kind, c.is_regression).value
 
 
 def _change_view(c: HistoryChange, page: str, expanded: bool = False) -> ChangeView:
@@ -400,7 +393,7 @@ def _plottable(value: float | None) -> float | None:
 def _chart_point(p: SeriesPoint) -> ChartPoint:
     samples = [v for v in p.samples if _plottable(v) is not None]
     return ChartPoint(_plottable(p.median), min(samples) if samples else None,
-                      max(samples) if samples else None, _STATUS_TONE[p.status])
+                      max(samples) if samples else None, STATUS_TONE[p.status])
 
 
 # The tooltip of each status colour of a chart.
@@ -452,7 +445,7 @@ def _section(cls: str, series: list[Series], by_series: dict[Any, list[HistoryCh
                 f" ±{_quantity(points[s.key.kind].spread, s.key.kind)}"
                 if s.key.kind is Kind.TIME and math.isfinite(points[s.key.kind].spread) else ""))
              if s.key.kind in points else "" for s in series],
-            str(main.status), _STATUS_TONE[main.status],
+            str(main.status), STATUS_TONE[main.status],
             _text("; ".join(dict.fromkeys(events.get(pos, []))))))
     note = (f"The newest {_TABLE_BUILDS} builds, and every older one where something "
             f"changed; the charts show all {len(by_build)}." if len(lines) < len(by_build)
@@ -472,7 +465,7 @@ def _model_row(s: Series, changes: Sequence[HistoryChange], page: str) -> ModelB
         _text(s.key.task), _text(s.key.config), spark,
         _quantity(last.median, Kind.TIME) if last else "-",
         str(last.status if last else CellStatus.NOT_RUN),
-        _STATUS_TONE[last.status if last else CellStatus.NOT_RUN], len(changes))
+        STATUS_TONE[last.status if last else CellStatus.NOT_RUN], len(changes))
 
 
 def _pages_of_benchmarks(all_series: Sequence[Series],
@@ -573,16 +566,6 @@ def _first_config(c: HistoryChange, all_series: Iterable[Series]) -> str:
 # Rendering
 # --------------------------------------------------------------------------------------
 
-def _jinja() -> Any:
-    import jinja2
-
-    from kscperf.report import templates_dir
-
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir())),
-                              autoescape=True, undefined=jinja2.StrictUndefined,
-                              trim_blocks=True, lstrip_blocks=True)
-
-
 # The folders of the dashboard's own pages: a rebuild into the same folder removes the
 # pages of benchmarks and models that no longer exist there, and nothing else.
 _PAGE_FOLDERS = ("models", "benchmarks")
@@ -598,7 +581,7 @@ def write_dashboard(store: HistoryStore, output: str, *,
         raise KscperfError(f"{output} is a file; the dashboard is a folder of pages, so give "
                            "-o a folder (new or an earlier dashboard's).")
     pages = build_views(store, min_effect=min_effect)
-    env = _jinja()
+    env = jinja_environment()
     try:
         for sub in _PAGE_FOLDERS:
             os.makedirs(os.path.join(output, sub), exist_ok=True)

@@ -15,11 +15,12 @@ from typing import Callable, Mapping, Sequence
 
 from markupsafe import Markup, escape
 
+from kscperf.style import PALETTE
+
 __all__ = ["TONE_COLOURS", "Mark", "ChartPoint", "sparkline", "history_chart"]
 
-# Colours by tone; the dashboard's stylesheet uses the same ones.
-TONE_COLOURS = {"bad": "#c62828", "good": "#2e7d32", "warn": "#ef6c00", "muted": "#9e9e9e",
-                "neutral": "#1565c0", "env": "#6a1b9a"}
+# Colours by tone: `style.PALETTE`, which the stylesheets use too.
+TONE_COLOURS: dict[str, str] = {str(tone): colour for tone, colour in PALETTE.items()}
 
 
 @dataclass(frozen=True)
