@@ -17,10 +17,22 @@ from markupsafe import Markup, escape
 
 from kscperf.style import PALETTE
 
-__all__ = ["TONE_COLOURS", "Mark", "ChartPoint", "sparkline", "history_chart"]
+__all__ = ["TONE_COLOURS", "plottable", "Mark", "ChartPoint", "sparkline", "history_chart"]
 
 # Colours by tone: `style.PALETTE`, which the stylesheets use too.
 TONE_COLOURS: dict[str, str] = {str(tone): colour for tone, colour in PALETTE.items()}
+
+
+# Beyond this magnitude a chart's scale (the range of its values, padded) overflows a float:
+# such a value (a broken clock, a corrupt file) is left out of the line, not drawn as "nan".
+_PLOTTABLE_LIMIT = 1e300
+
+
+def plottable(value: float | None) -> float | None:
+    """`value` when a chart can draw it, else None (a gap in the line)."""
+    if value is None or not math.isfinite(value) or abs(value) > _PLOTTABLE_LIMIT:
+        return None
+    return value
 
 
 @dataclass(frozen=True)

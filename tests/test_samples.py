@@ -144,3 +144,32 @@ def test_an_index_of_the_old_schema_rebuilds_itself(tmp_path: Path) -> None:
     assert kinds == {Kind.TIME, Kind.COMPILE, Kind.PREP, Kind.PEAK_RSS}
     # The crash before its configs still shows in the run-time series (the fate column).
     assert [p.status for p in crashed.points] == ["ok", "ok", "crashed"]
+
+
+def test_values_timed_in_another_machine_state_are_marked_everywhere(tmp_path: Path) -> None:
+    # Process 0 of every cell ran on a machine 1.5x slower (its canary says so too).
+    slow = dict(machine=lambda m, t, k, p: 1.5 if p == 0 else 1.0)
+    files = [_build(tmp_path, i, **slow) for i in range(2)]
+    new = load_results(files[1])
+    record = build_samples(new)
+    assert record.benchmarks[NAME].odd_processes == frozenset({0})
+    assert record.odd_processes == 2  # one per cell: vrelu3 x (pt, compiled) x fwd
+    tools, rows = summarize_build(new, record)
+    table = formatting.format_run_table(tools, rows)
+    line = next(x for x in table.splitlines() if x.startswith("vrelu3") and "16384" in x)
+    assert line.count(f" {formatting.MACHINE_STATE_MARK}") == 2  # pt and compiled
+    note = formatting.machine_state_note(4, record.odd_processes)  # 2 configs per cell
+    assert note.startswith("~ 4 values include processes timed while the machine was in "
+                           "another state (2 processes")
+    section = build_report_view([new]).models[0]
+    assert {r.machine_mark for r in section.rows} == {formatting.MACHINE_STATE_MARK}
+    assert section.machine_note == note
+    store = str(tmp_path / "store")
+    api.history_add(files, store)
+    with history.open_store(store) as s:
+        series = next(x for x in s.series() if x.key.benchmark == NAME
+                      and x.key.kind is Kind.TIME)
+        pages = build_views(s, generated="now")
+    assert [p.odd_processes for p in series.points] == [1, 1]
+    page = next(v for v in pages.benchmarks.values() if v.benchmark == NAME)
+    assert page.sections[0].builds[0].values[0].endswith(f" {formatting.MACHINE_STATE_MARK}")
