@@ -7,13 +7,15 @@ ran on a machine class folded into one line. The numbers come from `kscperf.hist
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 from kscperf import formatting
-from kscperf.history import MACHINE_SPEED_DETAIL, Series, links
+from kscperf.history import MACHINE_SPEED_DETAIL, HistoryChange, HistoryStore, Series, StoredBuild
+from kscperf.history import links
+from kscperf.names import Kind
 
-__all__ = ["TimelineRow", "TimelineView", "timeline_view", "SpeedEvent", "merge_speed_runs",
-           "not_run_lines"]
+__all__ = ["TimelineRow", "TimelineView", "timeline_view", "timelines", "SpeedEvent",
+           "merge_speed_runs", "environment_entries", "tools_that_ran", "not_run_lines"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,20 @@ def timeline_view(series: Series, by_new: dict[int, links.Link]) -> TimelineView
     return TimelineView(len(chains), rows[::-1])
 
 
+def timelines(store: HistoryStore, all_series: Sequence[Series]
+              ) -> dict[tuple[str, str], TimelineView]:
+    """(benchmark, machine class) -> the chained timeline of its run-time series, for every
+    series of `all_series` with links."""
+    class_links = {cls: store.links(cls) for cls in store.machine_classes()}
+    out = {}
+    for s in all_series:
+        by_new = class_links.get(s.key.machine_class, {}).get((str(Kind.TIME), s.key.benchmark))
+        view = timeline_view(s, by_new) if s.key.kind is Kind.TIME and by_new else None
+        if view is not None:
+            out[(s.key.benchmark, s.key.machine_class)] = view
+    return out
+
+
 @dataclass(frozen=True)
 class SpeedEvent:
     """An environment event of one machine class between two builds (by position)."""
@@ -89,6 +105,36 @@ def merge_speed_runs(events: Sequence[SpeedEvent]) -> list[tuple[SpeedEvent, int
                 continue
         out.append((e, 1))
     return out
+
+
+def environment_entries(changes: Sequence[HistoryChange]
+                        ) -> list[tuple[str, StoredBuild, StoredBuild, str, int]]:
+    """(machine class, last build before, first build after, what changed, series marked)
+    per environment event of `changes`; a run of machine-speed events over consecutive
+    builds is one entry, from its first build to its last."""
+    counted: dict[tuple[str, int, int, str], int] = {}
+    builds: dict[tuple[str, int], StoredBuild] = {}
+    for c in changes:
+        if c.kind == "environment":
+            key = (c.key.machine_class, c.before.position, c.after.position, c.detail)
+            counted[key] = counted.get(key, 0) + 1
+            for b in (c.before, c.after):
+                builds[(b.machine_class, b.position)] = b
+    merged = merge_speed_runs([SpeedEvent(*key, n) for key, n in counted.items()])
+    return [(e.machine_class, builds[(e.machine_class, e.before)],
+             builds[(e.machine_class, e.after)],
+             e.detail if pairs == 1 else f"{e.detail} ({pairs} pairs of builds in a row)",
+             e.series) for e, pairs in merged]
+
+
+def tools_that_ran(groups: Sequence[Any]) -> dict[tuple[str, str], bool]:
+    """(machine class, tool) -> whether any build ran any of its configs, from the front
+    page's `history.summary.GroupSummary`s (a pass rate exists where something ran)."""
+    ran: dict[tuple[str, str], bool] = {}
+    for g in groups:
+        anything = any(v is not None for v in g.pass_rate.values)
+        ran[(g.machine_class, g.tool)] = ran.get((g.machine_class, g.tool), False) or anything
+    return ran
 
 
 def not_run_lines(ran: dict[tuple[str, str], bool]) -> list[str]:

@@ -26,11 +26,14 @@ from typing import Any, Sequence
 
 from kscperf import stats
 from kscperf.errors import KscperfError
-from kscperf.history.series import Series, environment_of
+from kscperf.fileio import write_bytes_atomic
+from kscperf.history.journal import pending_name
+from kscperf.history.series import Series, environment_of, machine_class_of
 from kscperf.results import LoadedResults, load_results
 
 __all__ = ["LINKS_DIR", "LINK_DETAIL", "LINKS_SCHEMA", "AbFolder", "LinkRow", "Link",
            "read_ab_folder", "link_rows", "environment_change", "insert_links",
+           "base_build_id", "stage_link", "index_stored_links",
            "class_links", "link_changes", "TimelinePoint", "chained_timeline"]
 
 LINKS_DIR = "links"
@@ -157,6 +160,56 @@ def insert_links(db: sqlite3.Connection, machine_class: str, base_id: int, new_i
         [(series_ids[r.benchmark], base_id, new_id, r.ratio, r.low, r.high, r.p_value,
           r.se_log if math.isfinite(r.se_log) else 1e9, r.n_pairs, r.method, environment)
          for r in rows if r.benchmark in series_ids])
+
+
+def base_build_id(db: sqlite3.Connection, root: str, folder: AbFolder, new_label: str,
+                  machine_class: str, machine: str | None) -> int:
+    """The id of the stored build that the base side of `folder` ran again; KscperfError
+    when the store `root` does not hold it for the new build's machine class."""
+    label = folder.base.build
+    row = db.execute("SELECT id FROM builds WHERE machine_class = ? AND label = ?",
+                     (machine_class, label)).fetchone()
+    if row is None or machine_class_of(folder.base, machine) != machine_class:
+        raise KscperfError(
+            f"{folder.path} links build {new_label!r} to its base {label!r}, which the store "
+            f"{root} does not hold for machine class {machine_class!r}; add the base build "
+            f"first, or add the new build's file alone ({folder.new_path}).")
+    return int(row[0])
+
+
+def stage_link(db: sqlite3.Connection, root: str, folder: AbFolder, new: LoadedResults,
+               machine_class: str, base_id: int, new_id: int, stored: str) -> tuple[str, str]:
+    """Inside the store's add: index the links of `folder` and write its base side's copy
+    under its temporary name (`journal.pending_name`); return (temporary, final)."""
+    insert_links(db, machine_class, base_id, new_id, link_rows(folder.base, new),
+                 environment_change(folder.base, new))
+    os.makedirs(os.path.join(root, LINKS_DIR), exist_ok=True)
+    target = os.path.join(root, LINKS_DIR, stored)
+    with open(folder.base_path, "rb") as fp:
+        write_bytes_atomic(pending_name(target), fp.read(), "the store's link")
+    return pending_name(target), target
+
+
+def index_stored_links(db: sqlite3.Connection, root: str, builds_dir: str) -> None:
+    """For a rebuild of the index: the links of every file under `root/links/`, each the
+    base side of the stored build of the same name under `builds_dir`."""
+    links_dir = os.path.join(root, LINKS_DIR)
+    names = sorted(n for n in os.listdir(links_dir) if n.endswith(".json")) \
+        if os.path.isdir(links_dir) else []
+    for name in names:
+        row = db.execute("SELECT id, machine_class FROM builds WHERE file = ?",
+                         (f"{builds_dir}/{name}",)).fetchone()
+        base = load_results(os.path.join(links_dir, name))
+        base_row = None if row is None else db.execute(
+            "SELECT id FROM builds WHERE machine_class = ? AND label = ?",
+            (row[1], base.build)).fetchone()
+        if row is None or base_row is None:
+            raise KscperfError(f"{links_dir}/{name} links builds the store does not hold "
+                               f"({builds_dir}/{name} and build {base.build!r}); remove it "
+                               "and rebuild the index.")
+        new = load_results(os.path.join(root, builds_dir, name))
+        insert_links(db, row[1], int(base_row[0]), int(row[0]), link_rows(base, new),
+                     environment_change(base, new))
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Sequence
 
-from kscperf.errors import KscperfError
+from kscperf.errors import CellStatus, KscperfError
 from kscperf.fileio import write_bytes_atomic, write_text_atomic
 import kscperf.history.journal as journal
 import kscperf.history.links as links
@@ -36,6 +36,7 @@ from kscperf.history.series import (
     SERIES_KINDS, Series, SeriesKey, SeriesPoint, StoredBuild, assemble_series, detectable_effect,
     environment_of, floats_json, machine_class_of, machine_scores_of, point_rows,
     summarize_samples)
+from kscperf.names import Kind
 from kscperf.results import LoadedResults, load_results
 
 __all__ = ["INDEX_NAME", "BUILDS_DIR", "MACHINE_SUFFIX", "HistoryStore", "open_store",
@@ -44,7 +45,7 @@ __all__ = ["INDEX_NAME", "BUILDS_DIR", "MACHINE_SUFFIX", "HistoryStore", "open_s
 INDEX_NAME = "index.sqlite"
 BUILDS_DIR = "builds"
 # Bumped whenever the index's tables change; an index of another version is rebuilt.
-_SCHEMA_VERSION = 4
+_SCHEMA_VERSION = 6
 
 # Beside a store's copy of a file added with --machine CLASS: that class.
 MACHINE_SUFFIX = ".machine"
@@ -79,13 +80,25 @@ CREATE TABLE points (
     build_id INTEGER NOT NULL REFERENCES builds(id),
     status TEXT NOT NULL,
     samples TEXT NOT NULL,              -- JSON list: per-process medians (or values)
-    median REAL,
+    median REAL,                        -- the central value, samples.central_value
     spread REAL,
+    speedup REAL,                       -- over pt, samples.speedup_over_reference
+    fate INTEGER NOT NULL,              -- 1: a cell's fate, standing for configs not reached
+    odd INTEGER NOT NULL,               -- processes timed in another machine state
     detectable_se REAL,                 -- stats.detectable_spread_of_runs of the samples
     detectable_df REAL,
     PRIMARY KEY (series_id, build_id)
 ) WITHOUT ROWID;
 """ + links.LINKS_SCHEMA + journal.JOURNAL_SCHEMA
+
+
+def _real(value: float) -> float | None:
+    # SQLite keeps NaN as NULL; say so explicitly.
+    return value if math.isfinite(value) else None
+
+
+def _float(value: float | None) -> float:
+    return value if value is not None else math.nan
 
 
 @dataclass(frozen=True)
@@ -198,7 +211,8 @@ class HistoryStore:
                 folder = links.read_ab_folder(path) if os.path.isdir(path) else None
                 c = self._check_candidate(folder.new_path if folder else path, machine,
                                           allow_incomplete, seen, labels)
-                base_id = self._link_base(folder, c, machine) if folder else None
+                base_id = links.base_build_id(self._db, self.root, folder, c.loaded.build,
+                                              c.machine_class, machine) if folder else None
                 stored = _stored_name(c.loaded.build, c.sha256)
                 ids.append(self._insert_or_refuse(c, stored, path))
                 target = os.path.join(self.root, BUILDS_DIR, stored)
@@ -210,7 +224,9 @@ class HistoryStore:
                 pending.append((journal.pending_name(target), target))
                 write_bytes_atomic(pending[-1][0], c.raw, "the store's copy")
                 if folder is not None and base_id is not None:
-                    pending.append(self._add_link(folder, c, base_id, ids[-1], stored))
+                    pending.append(links.stage_link(self._db, self.root, folder, c.loaded,
+                                                    c.machine_class, base_id, ids[-1],
+                                                    stored))
             journal.record(self._db, self.root, pending)
             journal.crash_point("copied")
             self._commit(paths)
@@ -227,34 +243,6 @@ class HistoryStore:
                                "next run-benchmarks history command on the store finishes "
                                "naming them.") from None
         return [b for b in self.builds() if b.id in ids]
-
-    def _link_base(self, folder: links.AbFolder, c: _Candidate, machine: str | None) -> int:
-        """The id of the stored build that the base side of `folder` ran again; KscperfError
-        when the store does not hold it for the new build's machine class."""
-        label = folder.base.build
-        base_class = machine_class_of(folder.base, machine)
-        row = self._db.execute("SELECT id FROM builds WHERE machine_class = ? AND label = ?",
-                               (c.machine_class, label)).fetchone()
-        if row is None or base_class != c.machine_class:
-            raise KscperfError(
-                f"{folder.path} links build {c.loaded.build!r} to its base {label!r}, which "
-                f"the store {self.root} does not hold for machine class {c.machine_class!r}; "
-                "add the base build first, or add the new build's file alone "
-                f"({folder.new_path}).")
-        return int(row[0])
-
-    def _add_link(self, folder: links.AbFolder, c: _Candidate, base_id: int, new_id: int,
-                  stored: str) -> tuple[str, str]:
-        """Index the links of `folder` and write its base side's copy under a temporary
-        name; return (temporary, final)."""
-        links.insert_links(self._db, c.machine_class, base_id, new_id,
-                           links.link_rows(folder.base, c.loaded),
-                           links.environment_change(folder.base, c.loaded))
-        os.makedirs(os.path.join(self.root, links.LINKS_DIR), exist_ok=True)
-        target = os.path.join(self.root, links.LINKS_DIR, stored)
-        with open(folder.base_path, "rb") as fp:
-            write_bytes_atomic(journal.pending_name(target), fp.read(), "the store's link")
-        return journal.pending_name(target), target
 
     def _begin_writing(self) -> None:
         """Take the index's write lock now, so what the store holds cannot change between
@@ -310,10 +298,13 @@ class HistoryStore:
                     (c.machine_class, row.kind, row.benchmark, row.model, row.tool, row.task,
                      row.config)).lastrowid or 0)
                 series_ids[(row.kind, row.benchmark)] = series_id
-            points.append((series_id, build_id, row.status,
-                           floats_json(row.samples),
-                           *summarize_samples(row.samples)))
-        self._db.executemany("INSERT INTO points VALUES (?,?,?,?,?,?,?,?)", points)
+            _, spread, se, df = summarize_samples(row.samples)
+            points.append((series_id, build_id, row.status.value, floats_json(row.samples),
+                           _real(row.central), spread, _real(row.speedup), int(row.fate),
+                           row.odd_processes, se, df))
+        self._db.executemany(
+            "INSERT INTO points (series_id, build_id, status, samples, median, spread, speedup, "
+            "fate, odd, detectable_se, detectable_df) VALUES (?,?,?,?,?,?,?,?,?,?,?)", points)
         return build_id
 
     def _index_files(self) -> None:
@@ -338,27 +329,7 @@ class HistoryStore:
                     "of them from the store and rebuild its index.")
             by_sha[sha], by_label[label_key] = path, path
             self._insert(_Candidate(path, loaded, sha, b"", machine_class), name)
-        self._index_links()
-
-    def _index_links(self) -> None:
-        """Index the links of every file under `links/` (for `rebuild_index`)."""
-        links_dir = os.path.join(self.root, links.LINKS_DIR)
-        names = sorted(n for n in os.listdir(links_dir) if n.endswith(".json")) \
-            if os.path.isdir(links_dir) else []
-        for name in names:
-            row = self._db.execute("SELECT id, machine_class FROM builds WHERE file = ?",
-                                   (f"{BUILDS_DIR}/{name}",)).fetchone()
-            base = load_results(os.path.join(links_dir, name))
-            base_row = None if row is None else self._db.execute(
-                "SELECT id FROM builds WHERE machine_class = ? AND label = ?",
-                (row[1], base.build)).fetchone()
-            if row is None or base_row is None:
-                raise KscperfError(f"{links_dir}/{name} links builds the store does not hold "
-                                   f"({BUILDS_DIR}/{name} and build {base.build!r}); remove "
-                                   "it and rebuild the index.")
-            new = load_results(os.path.join(self.root, BUILDS_DIR, name))
-            links.insert_links(self._db, row[1], int(base_row[0]), int(row[0]),
-                               links.link_rows(base, new), links.environment_change(base, new))
+        links.index_stored_links(self._db, self.root, BUILDS_DIR)
 
     # ---- reading -----------------------------------------------------------------------
 
@@ -389,21 +360,21 @@ class HistoryStore:
     def series(self, machine_class: str | None = None,
                kinds: Iterable[str] | None = None) -> Iterator[Series]:
         """Every series (of `machine_class`, of `kinds`), each over the builds of its class
-        from its first point on, builds absent from it shown as status "missing"."""
+        from its first point on, builds absent from it shown as status NOT_RUN."""
         builds = self.builds(machine_class)
         by_class: dict[str, list[StoredBuild]] = {}
         for b in builds:
             by_class.setdefault(b.machine_class, []).append(b)
-        wanted = set(kinds) if kinds is not None else set(SERIES_KINDS)
+        wanted = {Kind(k) for k in kinds} if kinds is not None else set(SERIES_KINDS)
         for cls, class_builds in by_class.items():
             by_id = {b.id: b for b in class_builds}
             yield from self._class_series(cls, class_builds, by_id, wanted)
 
     def _class_series(self, cls: str, class_builds: list[StoredBuild],
-                      by_id: dict[int, StoredBuild], wanted: set[str]) -> Iterator[Series]:
+                      by_id: dict[int, StoredBuild], wanted: set[Kind]) -> Iterator[Series]:
         rows = self._db.execute(
             "SELECT s.id, s.kind, s.benchmark, s.model, s.tool, s.task, s.config, p.build_id, "
-            "p.status, p.samples, p.median, p.spread, p.detectable_se, p.detectable_df "
+            "p.status, p.samples, p.median, p.spread, p.detectable_se, p.detectable_df, p.speedup, p.odd "
             "FROM series s "
             "JOIN points p ON p.series_id = s.id WHERE s.machine_class = ? ORDER BY s.id",
             (cls,))
@@ -412,28 +383,28 @@ class HistoryStore:
         key: SeriesKey | None = None
         found: dict[int, SeriesPoint] = {}
         for (sid, kind, bench, model, tool, task, config, bid, status, samples, median,
-             spread, se, df) in rows:
+             spread, se, df, speedup, odd) in rows:
             if sid != current:
                 if key is not None and key.kind in wanted:
                     yield assemble_series(key, found, class_builds, fates)
                 current, found = sid, {}
-                key = SeriesKey(cls, kind, bench, model, tool, task, config)
+                key = SeriesKey(cls, Kind(kind), bench, model, tool, task, config)
             if kind in wanted:
-                found[bid] = SeriesPoint(by_id[bid], status, tuple(json.loads(samples)),
-                                         median if median is not None else math.nan,
-                                         spread if spread is not None else math.nan,
-                                         detectable_effect(se, df))
+                found[bid] = SeriesPoint(by_id[bid], CellStatus(status),
+                                         tuple(json.loads(samples)), _float(median),
+                                         _float(spread), detectable_effect(se, df),
+                                         _float(speedup), int(odd))
         if key is not None and key.kind in wanted:
             yield assemble_series(key, found, class_builds, fates)
 
-    def _cell_fates(self, cls: str) -> dict[tuple[int, str, str, str], str]:
+    def _cell_fates(self, cls: str) -> dict[tuple[int, str, str, str], CellStatus]:
         """(build id, model, tool, task) -> the status of a cell that ended badly before any
-        compile value (its compile point carries the cell's status and no samples)."""
-        return {(bid, model, tool, task): status for bid, model, tool, task, status in
-                self._db.execute(
+        compile value (its compile point is marked `fate`)."""
+        return {(bid, model, tool, task): CellStatus(status)
+                for bid, model, tool, task, status in self._db.execute(
                     "SELECT p.build_id, s.model, s.tool, s.task, p.status FROM series s "
                     "JOIN points p ON p.series_id = s.id WHERE s.machine_class = ? AND "
-                    "s.kind = 'compile' AND p.status != 'ok' AND p.samples = '[]'", (cls,))}
+                    "p.fate = 1", (cls,))}
 
     def links(self, machine_class: str) -> dict[tuple[str, str], dict[int, links.Link]]:
         """The lockstep links of one machine class: (kind, benchmark) -> {new build id:
