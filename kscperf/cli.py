@@ -451,12 +451,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
 def cmd_history(args: argparse.Namespace) -> int:
     """`history add|rebuild|changes|check`: the history store."""
     from kscperf import api, confirm
-    from kscperf.formatting import (
-        build_text,
-        format_history_changes,
-        format_history_check,
-        safe_text,
-    )
+    from kscperf.formatting import safe_text
+    from kscperf.historytext import build_text, format_history_changes, format_history_check
 
     if args.action == "add":
         added = api.history_add(args.files, args.store, machine=args.machine,

@@ -30,7 +30,7 @@ from typing import Any, Iterable, Sequence
 
 from markupsafe import Markup
 
-from kscperf import formatting, stats
+from kscperf import formatting, historytext, stats
 from kscperf.history import (
     HistoryChange,
     HistoryStore,
@@ -41,17 +41,14 @@ from kscperf.history import (
 )
 from kscperf.confirm import confirm_commands
 from kscperf.errors import CellStatus, KscperfError
-from kscperf.history.summary import GroupSummary, Trend, summarize_groups
+from kscperf.history.summary import GroupSummary, Trend, open_changes, summarize_groups
 from kscperf.names import Kind
 from kscperf.fileio import write_text_atomic
-from kscperf.sparklines import ChartPoint, Mark, history_chart, sparkline
+from kscperf.style import STATUS_TONE, change_tone, jinja_environment
+from kscperf.sparklines import ChartPoint, Mark, history_chart, plottable, sparkline
 
 __all__ = ["IndexView", "ModelView", "BenchmarkView", "build_views", "write_dashboard"]
 
-_STATUS_TONE = {CellStatus.OK: "good", CellStatus.INCORRECT: "bad", CellStatus.FAILED: "bad",
-                CellStatus.TIMEOUT: "bad", CellStatus.CRASHED: "bad", CellStatus.OOM: "bad",
-                CellStatus.SKIPPED: "muted", CellStatus.UNSUPPORTED: "muted",
-                CellStatus.NOT_RUN: "warn"}
 # A benchmark page's table lists this many newest builds, and every older one where
 # something changed; the charts show every build. (A year of nightlies in every table made
 # the site of 2,000 series 160 MB.)
@@ -270,6 +267,19 @@ def _quantity(value: float | None, kind: Kind | None) -> str:
         formatting.format_seconds(value)
 
 
+def _point_text(p: SeriesPoint, kind: Kind | None) -> str:
+    """A point's central value (± spread for run time), marked when some of its processes
+    ran in another machine state."""
+    text = _quantity(p.median, kind)
+    if kind is Kind.TIME and math.isfinite(p.spread):
+        text += f" ±{_quantity(p.spread, kind)}"
+    return _marked(text, p)
+
+
+def _marked(text: str, p: SeriesPoint) -> str:
+    return text + (f" {formatting.MACHINE_STATE_MARK}" if p.odd_processes else "")
+
+
 def _kind_title(kind: Kind | None) -> str:
     return kind.title() if kind is not None else "every kind"
 
@@ -279,7 +289,7 @@ def _kind_order(kind: Kind | None) -> int:
 
 
 def _build_text(b: StoredBuild) -> str:
-    return _text(formatting.build_text(b.label, b.git_commit))
+    return _text(historytext.build_text(b.label, b.git_commit))
 
 
 def _date(b: StoredBuild) -> str:
@@ -288,17 +298,13 @@ def _date(b: StoredBuild) -> str:
 
 
 def _change_tone(c: HistoryChange) -> str:
-    if c.kind == "environment":
-        return "env"
-    if c.is_regression:
-        return "bad"
-    return "good" if c.kind in ("faster", "status") else "warn"
+    return change_tone(c.kind, c.is_regression).value
 
 
 def _change_view(c: HistoryChange, page: str, expanded: bool = False) -> ChangeView:
     commands = confirm_commands(c)
     return ChangeView(
-        what=_text(formatting.change_what(c)), tone=_change_tone(c),
+        what=_text(historytext.change_what(c)), tone=_change_tone(c),
         benchmark=_text(c.key.benchmark), kind=str(c.key.kind or "*"),
         machine_class=_text(c.key.machine_class), model=_text(c.key.model),
         tool=_text(c.key.tool), task=_text(c.key.task), href=page,
@@ -311,7 +317,7 @@ def _change_view(c: HistoryChange, page: str, expanded: bool = False) -> ChangeV
 
 
 def _mark(c: HistoryChange, position: int) -> Mark:
-    return Mark(position, _change_tone(c), f"{formatting.change_what(c)}: "
+    return Mark(position, _change_tone(c), f"{historytext.change_what(c)}: "
                 f"{formatting.format_ratio(c.change.ratio)} from {c.after.label}")
 
 
@@ -325,7 +331,7 @@ def _metric(trend: Trend, shown: str, label: str) -> MetricView:
         change = f"{(trend.change - 1) * 100:+.1f}%"
         tone = "neutral" if trend.better is None else "good" if trend.better else "bad"
     return MetricView(shown, change, tone,
-                      sparkline([_plottable(v) for v in trend.values], label=label))
+                      sparkline([plottable(v) for v in trend.values], label=label))
 
 
 def _summary_row(g: GroupSummary) -> SummaryRow:
@@ -341,7 +347,7 @@ def _summary_row(g: GroupSummary) -> SummaryRow:
         _metric(g.speedup, formatting.format_ratio(g.speedup.last or math.nan),
                 f"geomean speedup of {name}"),
         MetricView(rate_now, rate_change, rate_tone,
-                   sparkline([_plottable(v) for v in g.pass_rate.values],
+                   sparkline([plottable(v) for v in g.pass_rate.values],
                              label=f"pass rate of {name}")),
         _metric(g.compile_s, _quantity(g.compile_s.last, Kind.COMPILE),
                 f"compile time of {name}"),
@@ -352,20 +358,6 @@ def _summary_row(g: GroupSummary) -> SummaryRow:
 # --------------------------------------------------------------------------------------
 # Changes: open ones, environment events
 # --------------------------------------------------------------------------------------
-
-def _open_changes(changes: Sequence[HistoryChange]) -> list[HistoryChange]:
-    """Per series, its latest change of level or status: an earlier one is closed by it."""
-    latest: dict[Any, HistoryChange] = {}
-    for c in changes:
-        if c.kind == "environment":
-            continue
-        seen = latest.get(c.key)
-        if seen is None or c.after.position > seen.after.position:
-            latest[c.key] = c
-    return sorted(latest.values(), key=lambda c: (not c.is_regression, c.kind,
-                                                  -c.after.position, c.key.benchmark,
-                                                  c.key.kind))
-
 
 def _environment_events(changes: Sequence[HistoryChange]) -> list[EnvironmentView]:
     counted: dict[tuple[str, int, int, str], int] = {}
@@ -385,22 +377,10 @@ def _environment_events(changes: Sequence[HistoryChange]) -> list[EnvironmentVie
 # Model and benchmark pages
 # --------------------------------------------------------------------------------------
 
-# Beyond this magnitude a chart's scale (the range of its values, padded) overflows a float:
-# such a value (a broken clock, a corrupt file) is left out of the line, not drawn as "nan".
-_PLOTTABLE_LIMIT = 1e300
-
-
-def _plottable(value: float | None) -> float | None:
-    """`value` when a chart can draw it, else None (a gap in the line)."""
-    if value is None or not math.isfinite(value) or abs(value) > _PLOTTABLE_LIMIT:
-        return None
-    return value
-
-
 def _chart_point(p: SeriesPoint) -> ChartPoint:
-    samples = [v for v in p.samples if _plottable(v) is not None]
-    return ChartPoint(_plottable(p.median), min(samples) if samples else None,
-                      max(samples) if samples else None, _STATUS_TONE[p.status])
+    samples = [v for v in p.samples if plottable(v) is not None]
+    return ChartPoint(plottable(p.median), min(samples) if samples else None,
+                      max(samples) if samples else None, STATUS_TONE[p.status])
 
 
 # The tooltip of each status colour of a chart.
@@ -437,7 +417,7 @@ def _section(cls: str, series: list[Series], by_series: dict[Any, list[HistoryCh
     for s in series:
         for c in by_series.get(s.key, []):
             events.setdefault(c.after.position, []).append(
-                f"{_kind_title(s.key.kind)}: {formatting.change_what(c)}")
+                f"{_kind_title(s.key.kind)}: {historytext.change_what(c)}")
     lines = []
     newest = max(by_build, default=0)
     for pos in sorted(by_build, reverse=True):
@@ -448,11 +428,9 @@ def _section(cls: str, series: list[Series], by_series: dict[Any, list[HistoryCh
         b = builds[pos]
         lines.append(BuildLine(
             _text(b.label), b.short_commit, _date(b),
-            [(_quantity(points[s.key.kind].median, s.key.kind) + (
-                f" ±{_quantity(points[s.key.kind].spread, s.key.kind)}"
-                if s.key.kind is Kind.TIME and math.isfinite(points[s.key.kind].spread) else ""))
-             if s.key.kind in points else "" for s in series],
-            str(main.status), _STATUS_TONE[main.status],
+            [_point_text(points[s.key.kind], s.key.kind) if s.key.kind in points else ""
+             for s in series],
+            str(main.status), STATUS_TONE[main.status],
             _text("; ".join(dict.fromkeys(events.get(pos, []))))))
     note = (f"The newest {_TABLE_BUILDS} builds, and every older one where something "
             f"changed; the charts show all {len(by_build)}." if len(lines) < len(by_build)
@@ -464,15 +442,15 @@ def _section(cls: str, series: list[Series], by_series: dict[Any, list[HistoryCh
 def _model_row(s: Series, changes: Sequence[HistoryChange], page: str) -> ModelBenchmarkRow:
     first = s.points[0].build.position if s.points else 0
     last = s.points[-1] if s.points else None
-    spark = sparkline([_plottable(p.median) for p in s.points],
+    spark = sparkline([plottable(p.median) for p in s.points],
                       width=160, marks=[_mark(c, c.after.position - first) for c in changes],
                       label=f"run time of {s.key.benchmark}")
     return ModelBenchmarkRow(
         _text(s.key.benchmark), page, _text(s.key.machine_class), _text(s.key.tool),
         _text(s.key.task), _text(s.key.config), spark,
-        _quantity(last.median, Kind.TIME) if last else "-",
+        _marked(_quantity(last.median, Kind.TIME), last) if last else "-",
         str(last.status if last else CellStatus.NOT_RUN),
-        _STATUS_TONE[last.status if last else CellStatus.NOT_RUN], len(changes))
+        STATUS_TONE[last.status if last else CellStatus.NOT_RUN], len(changes))
 
 
 def _pages_of_benchmarks(all_series: Sequence[Series],
@@ -538,7 +516,7 @@ def build_views(store: HistoryStore, *, min_effect: float = stats.DEFAULT_MIN_EF
     for c in changes:
         by_series.setdefault(c.key, []).append(c)
     generated = generated or datetime.datetime.now().isoformat(timespec="seconds")
-    open_changes = _open_changes(changes)
+    still_open = open_changes(changes)
     builds = store.builds()
     classes = []
     count: dict[str, int] = {}
@@ -555,8 +533,8 @@ def build_views(store: HistoryStore, *, min_effect: float = stats.DEFAULT_MIN_EF
         changes=[_change_view(c, _benchmark_href(c.key.benchmark if c.key.kind != "compile"
                                                  else _first_config(c, all_series)),
                               expanded=c.is_regression and i < _EXPANDED_CHANGES)
-                 for i, c in enumerate(open_changes)],
-        environment=_environment_events(changes), models=_model_index(all_series, open_changes))
+                 for i, c in enumerate(still_open)],
+        environment=_environment_events(changes), models=_model_index(all_series, still_open))
     return _Pages(index, models, benchmarks)
 
 
@@ -573,16 +551,6 @@ def _first_config(c: HistoryChange, all_series: Iterable[Series]) -> str:
 # Rendering
 # --------------------------------------------------------------------------------------
 
-def _jinja() -> Any:
-    import jinja2
-
-    from kscperf.report import templates_dir
-
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir())),
-                              autoescape=True, undefined=jinja2.StrictUndefined,
-                              trim_blocks=True, lstrip_blocks=True)
-
-
 # The folders of the dashboard's own pages: a rebuild into the same folder removes the
 # pages of benchmarks and models that no longer exist there, and nothing else.
 _PAGE_FOLDERS = ("models", "benchmarks")
@@ -598,7 +566,7 @@ def write_dashboard(store: HistoryStore, output: str, *,
         raise KscperfError(f"{output} is a file; the dashboard is a folder of pages, so give "
                            "-o a folder (new or an earlier dashboard's).")
     pages = build_views(store, min_effect=min_effect)
-    env = _jinja()
+    env = jinja_environment()
     try:
         for sub in _PAGE_FOLDERS:
             os.makedirs(os.path.join(output, sub), exist_ok=True)

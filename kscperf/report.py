@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Sequence
 
 from kscperf import formatting, plots, stats
@@ -31,6 +30,7 @@ from kscperf.fileio import write_text_atomic
 from kscperf.metadata import REPORT_KEYS
 from kscperf.names import BenchmarkName, Kind
 from kscperf.results import LoadedResults
+from kscperf.style import STATUS_TONE, VERDICT_TONE, Tone, jinja_environment, templates_dir
 from kscperf.samples import (
     REFERENCE_TOOL,
     BuildRow,
@@ -55,26 +55,6 @@ TEMPLATE_NAME = "report.html.j2"
 # Environment keys shown first, in this order; any others follow alphabetically.
 _ENV_KEYS = REPORT_KEYS
 
-# CSS class per verdict; the stylesheet in the template colours them.
-_VERDICT_CLASS = {
-    Verdict.FAILING_NOW: "bad", Verdict.INCORRECT_NOW: "bad", Verdict.SLOWER: "bad",
-    Verdict.MACHINE_SHIFT: "warn", Verdict.MISSING: "warn", Verdict.SAME: "neutral", Verdict.NEW: "neutral",
-    Verdict.FIXED: "good", Verdict.FASTER: "good",
-}
-_VERDICT_TONE = {"bad": "worse", "good": "better"}
-
-# CSS class per cell status; the stylesheet in the template colours them.
-_STATUS_CLASS = {
-    CellStatus.OK: "good",
-    CellStatus.INCORRECT: "bad",
-    CellStatus.FAILED: "bad",
-    CellStatus.TIMEOUT: "bad",
-    CellStatus.CRASHED: "bad",
-    CellStatus.OOM: "bad",
-    CellStatus.SKIPPED: "muted",
-    CellStatus.UNSUPPORTED: "muted",
-    CellStatus.NOT_RUN: "muted",
-}
 # The correctness badge of an ok cell; any other status is shown as it reads everywhere.
 _PASSED_BADGE = "pass"
 
@@ -220,20 +200,6 @@ class ReportView:
     notes: list[str] = field(default_factory=list)
 
 
-def templates_dir() -> Path:
-    """The directory holding the report templates: the repository's `templates/` in a
-    source checkout or editable install, else `kscperf/templates/` where a wheel puts it.
-    Raises KscperfError when neither has the report template."""
-    here = Path(__file__).resolve().parent
-    candidates = (here.parent / "templates", here / "templates")
-    for candidate in candidates:
-        if (candidate / TEMPLATE_NAME).is_file():
-            return candidate
-    raise KscperfError(
-        f"kscperf's report template {TEMPLATE_NAME} is missing (looked in "
-        f"{', '.join(str(c) for c in candidates)}); reinstall kscperf.")
-
-
 def _safe_svg(svg: str) -> Any:
     from markupsafe import Markup
 
@@ -283,7 +249,7 @@ def _check_detail(view: CellView) -> str:
 def _cell_row(row: BuildRow, tool: str, view: CellView, first: bool, size: int) -> CellRow:
     badge = (_PASSED_BADGE if view.status is CellStatus.OK
              else formatting.STATUS_MARKS[view.status])
-    badge_class = _STATUS_CLASS[view.status]
+    badge_class = STATUS_TONE[view.status].value
     timed = view.status in TIMED_STATUSES and view.n_values > 0
     time_text = formatting.format_seconds(view.median_s) if timed else "—"
     spread_text = f"± {formatting.format_seconds(view.spread_s)}" if timed else ""
@@ -402,10 +368,16 @@ def _plain_rows(build: BuildSamples) -> list[PlainRow]:
 
 # ------------------------------------------------------------------------------ comparison
 
+def _ratio_tone(verdict: Verdict) -> Tone:
+    tone = VERDICT_TONE[verdict]
+    # A ratio is drawn worse or better only with such a verdict; anything else is the same.
+    return tone if tone in (Tone.BAD, Tone.GOOD) else Tone.NEUTRAL
+
+
 def _compare_row(r: ComparisonRow) -> CompareRow:
     status = formatting.status_text(r.base_status, r.new_status, r.reason, arrow="→")
     return CompareRow(
-        verdict=formatting.verdict_text(r), verdict_class=_VERDICT_CLASS[r.verdict],
+        verdict=formatting.verdict_text(r), verdict_class=VERDICT_TONE[r.verdict].value,
         name=formatting.safe_text(r.name), kind=r.kind,
         base=formatting.format_quantity(r.base_median, r.unit),
         new=formatting.format_quantity(r.new_median, r.unit),
@@ -427,7 +399,7 @@ def _ratio_figures(comparison: Comparison) -> list[Figure]:
         points = [plots.RatioPoint(
             formatting.safe_text(f"{r.tool}/{r.task}/{r.config}" if r.model else r.name),
             r.ratio, r.ratio_low, r.ratio_high,
-            _VERDICT_TONE.get(_VERDICT_CLASS[r.verdict], "same")) for r in rows]
+            _ratio_tone(r.verdict)) for r in rows]
         label = formatting.safe_text(model or "benchmarks")
         title = (f"{label}: run time NEW/BASE with "
                  f"{formatting.format_confidence(comparison.alpha)} intervals")
@@ -453,7 +425,7 @@ def _comparison_section(comparison: Comparison) -> ComparisonSection:
         base=formatting.safe_text(comparison.base.build),
         new=formatting.safe_text(comparison.new.build), criteria=criteria,
         regression=comparison.has_regression,
-        counts=[(v.value, _VERDICT_CLASS[v], str(counts[v])) for v in Verdict if v in counts],
+        counts=[(v.value, VERDICT_TONE[v].value, str(counts[v])) for v in Verdict if v in counts],
         warnings=warnings, rows=[_compare_row(r) for r in comparison.rows],
         machine=[formatting.safe_text(line) for line in formatting.machine_lines(comparison.machine)],
         geomeans=geomeans, figures=_ratio_figures(comparison))
@@ -550,18 +522,6 @@ def build_report_view(results: Sequence[LoadedResults], comparison: Comparison |
         history=history, notes=notes)
 
 
-def _environment_jinja() -> Any:
-    import jinja2
-
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(templates_dir())),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-
-
 def render_report(results: Sequence[LoadedResults], comparison: Comparison | None = None,
                   *, force: bool = False) -> str:
     """One self-contained HTML document for `results` (see `build_report_view` for what is
@@ -569,7 +529,7 @@ def render_report(results: Sequence[LoadedResults], comparison: Comparison | Non
     the comparison of the last two builds and the history of all of them. Deterministic:
     the same inputs give the same bytes."""
     view = build_report_view(results, comparison, force=force)
-    template = _environment_jinja().get_template(TEMPLATE_NAME)
+    template = jinja_environment().get_template(TEMPLATE_NAME)
     return template.render(view=view)
 
 

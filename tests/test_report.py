@@ -15,6 +15,7 @@ import synthetic
 from kscperf import formatting, plots
 from kscperf.compare import compare_builds
 from kscperf.samples import summarize_build
+from kscperf.style import Tone
 from kscperf.errors import RECORDED_STATUSES, CellStatus, KscperfError
 from kscperf.report import (
     ReportView,
@@ -282,7 +283,7 @@ def test_other_figures_render() -> None:
     bars = plots.plot_speedups("speed", [plots.Bar("fwd", "compiled", 2.0),
                                          plots.Bar("bwd", "compiled", nan)], key="s1")
     assert "n/a" in bars and ">2x<" in bars
-    ratios = plots.plot_ratios("ratios", [plots.RatioPoint("a", 1.2, 1.1, 1.3, "worse"),
+    ratios = plots.plot_ratios("ratios", [plots.RatioPoint("a", 1.2, 1.1, 1.3, Tone.BAD),
                                           plots.RatioPoint("b", nan, nan, nan)],
                                min_effect=0.05, key="r1")
     assert "#c62828" in ratios and "n/a" in ratios

@@ -92,6 +92,8 @@ class SeriesPoint:
     spread: float
     min_detectable: float | None
     speedup: float = math.nan
+    # Its processes timed while the machine was in another state (the canary's mark).
+    odd_processes: int = 0
 
 
 @dataclass(frozen=True)
@@ -151,6 +153,7 @@ class PointRow:
     central: float = math.nan
     speedup: float = math.nan
     fate: bool = False
+    odd_processes: int = 0
 
 
 def _series_name(b: BenchmarkSamples) -> str:
@@ -162,8 +165,10 @@ def _series_name(b: BenchmarkSamples) -> str:
 def _point(build: BuildSamples, b: BenchmarkSamples, status: CellStatus,
            samples: list[float]) -> PointRow:
     p = b.parts
+    odd = len(b.odd_processes & set(b.by_process)) if b.by_process else 0
     return PointRow(b.kind, _series_name(b), p.model, p.tool, p.task, p.config or "", status,
-                    tuple(samples), b.central if samples else math.nan, build.speedup(b))
+                    tuple(samples), b.central if samples else math.nan, build.speedup(b),
+                    odd_processes=odd)
 
 
 def _compile_fate(build: BuildSamples, b: BenchmarkSamples | None,

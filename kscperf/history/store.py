@@ -41,7 +41,7 @@ __all__ = ["INDEX_NAME", "BUILDS_DIR", "MACHINE_SUFFIX", "HistoryStore", "open_s
 INDEX_NAME = "index.sqlite"
 BUILDS_DIR = "builds"
 # Bumped whenever the index's tables change; an index of another version is rebuilt.
-_SCHEMA_VERSION = 4
+_SCHEMA_VERSION = 5
 
 # Beside a store's copy of a file added with --machine CLASS: that class.
 MACHINE_SUFFIX = ".machine"
@@ -80,6 +80,7 @@ CREATE TABLE points (
     spread REAL,
     speedup REAL,                       -- over pt, samples.speedup_over_reference
     fate INTEGER NOT NULL,              -- 1: a cell's fate, standing for configs not reached
+    odd INTEGER NOT NULL,               -- processes timed in another machine state
     detectable_se REAL,                 -- stats.detectable_spread_of_runs of the samples
     detectable_df REAL,
     PRIMARY KEY (series_id, build_id)
@@ -283,11 +284,11 @@ class HistoryStore:
                 series_ids[(row.kind, row.benchmark)] = series_id
             _, spread, se, df = summarize_samples(row.samples)
             points.append((series_id, build_id, row.status.value, floats_json(row.samples),
-                           _real(row.central), spread, _real(row.speedup), int(row.fate), se,
-                           df))
+                           _real(row.central), spread, _real(row.speedup), int(row.fate),
+                           row.odd_processes, se, df))
         self._db.executemany(
             "INSERT INTO points (series_id, build_id, status, samples, median, spread, speedup, "
-            "fate, detectable_se, detectable_df) VALUES (?,?,?,?,?,?,?,?,?,?)", points)
+            "fate, odd, detectable_se, detectable_df) VALUES (?,?,?,?,?,?,?,?,?,?,?)", points)
         return build_id
 
     def _index_files(self) -> None:
@@ -356,7 +357,7 @@ class HistoryStore:
                       by_id: dict[int, StoredBuild], wanted: set[Kind]) -> Iterator[Series]:
         rows = self._db.execute(
             "SELECT s.id, s.kind, s.benchmark, s.model, s.tool, s.task, s.config, p.build_id, "
-            "p.status, p.samples, p.median, p.spread, p.detectable_se, p.detectable_df, p.speedup "
+            "p.status, p.samples, p.median, p.spread, p.detectable_se, p.detectable_df, p.speedup, p.odd "
             "FROM series s "
             "JOIN points p ON p.series_id = s.id WHERE s.machine_class = ? ORDER BY s.id",
             (cls,))
@@ -365,7 +366,7 @@ class HistoryStore:
         key: SeriesKey | None = None
         found: dict[int, SeriesPoint] = {}
         for (sid, kind, bench, model, tool, task, config, bid, status, samples, median,
-             spread, se, df, speedup) in rows:
+             spread, se, df, speedup, odd) in rows:
             if sid != current:
                 if key is not None and key.kind in wanted:
                     yield assemble_series(key, found, class_builds, fates)
@@ -375,7 +376,7 @@ class HistoryStore:
                 found[bid] = SeriesPoint(by_id[bid], CellStatus(status),
                                          tuple(json.loads(samples)), _float(median),
                                          _float(spread), detectable_effect(se, df),
-                                         _float(speedup))
+                                         _float(speedup), int(odd))
         if key is not None and key.kind in wanted:
             yield assemble_series(key, found, class_builds, fates)
 

@@ -1,6 +1,7 @@
 """The front page's numbers: per machine class, tool and task, what each build measured
 (geomean speedup over `pt`, pass rate, compile time, peak memory) and whether the newest
-build moved it. Statistics and policy only; the dashboard lays them out.
+build moved it; and which changes are still open. Statistics and policy only; the
+dashboard lays them out.
 
 The speedups are the ones every view shows (`kscperf.samples`, stored per point); a
 change of less than `stats.NEUTRAL_CHANGE` between the last two builds is neither better
@@ -16,10 +17,11 @@ from typing import Callable, Sequence
 
 from kscperf import stats
 from kscperf.errors import NOT_RUN_STATUSES, CellStatus
-from kscperf.history.series import Series
+from kscperf.history.changes import HistoryChange
+from kscperf.history.series import Series, SeriesKey
 from kscperf.names import Kind
 
-__all__ = ["Trend", "GroupSummary", "summarize_groups"]
+__all__ = ["Trend", "GroupSummary", "summarize_groups", "open_changes"]
 
 
 @dataclass(frozen=True)
@@ -116,3 +118,18 @@ def summarize_groups(all_series: Sequence[Series], builds_per_class: dict[str, i
     `builds_per_class[cls]` builds of its class."""
     return [_summary(cls, tool, task, g, builds_per_class[cls])
             for (cls, tool, task), g in sorted(_groups(all_series).items())]
+
+
+def open_changes(changes: Sequence[HistoryChange]) -> list[HistoryChange]:
+    """Per series, its latest change of level or status (an earlier one is closed by it),
+    regressions first, then by kind, newest first."""
+    latest: dict[SeriesKey, HistoryChange] = {}
+    for c in changes:
+        if c.kind == "environment":
+            continue
+        seen = latest.get(c.key)
+        if seen is None or c.after.position > seen.after.position:
+            latest[c.key] = c
+    return sorted(latest.values(), key=lambda c: (not c.is_regression, c.kind,
+                                                  -c.after.position, c.key.benchmark,
+                                                  c.key.kind))
