@@ -173,3 +173,27 @@ def test_values_timed_in_another_machine_state_are_marked_everywhere(tmp_path: P
     assert [p.odd_processes for p in series.points] == [1, 1]
     page = next(v for v in pages.benchmarks.values() if v.benchmark == NAME)
     assert page.sections[0].builds[0].values[0].endswith(f" {formatting.MACHINE_STATE_MARK}")
+
+
+def test_old_files_go_through_every_view(tmp_path: Path) -> None:
+    # Format 1 (no canary), and a file without its raw worker results: the memory fallback
+    # takes the cell's peak, and every view still reads the record.
+    path = _build(tmp_path, 0, canary=False)
+    doc = json.loads(Path(path).read_text())
+    doc["kscperf"]["format_version"] = 1
+    del doc["kscperf"]["machine_speed"]
+    del doc["kscperf"]["runs"]
+    Path(path).write_text(json.dumps(doc))
+    old = load_results(path)
+    record = build_samples(old)
+    assert record.machine is None and record.odd_processes == 0
+    rss = record.benchmarks[benchmark_name("vrelu3", "compiled", "fwd", "16384", Kind.PEAK_RSS)]
+    assert rss.runs == ((400 * 2**20 + 16384 * 8.0,),) and rss.by_process is None
+    new = load_results(_build(tmp_path, 1))
+    assert compare_builds(old, new).row(NAME) is not None
+    assert build_report_view([old, new]).models
+    store = str(tmp_path / "store")
+    api.history_add([path], store)
+    with history.open_store(store) as s:
+        kinds = {x.key.kind for x in s.series()}
+    assert Kind.PEAK_RSS in kinds and Kind.TIME in kinds
