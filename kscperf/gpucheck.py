@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kscperf.envinfo import now_iso
+from kscperf.errors import GOOD_STATUSES, CellStatus
+from kscperf.workerenv import worker_environment
 
 __all__ = ["EXIT_PASSED", "EXIT_FAILED", "EXIT_USAGE", "EXIT_NO_CUDA", "NO_CUDA_LINE",
            "AGREEMENT_TOLERANCE", "MEMORY_TOLERANCE", "FORK_MIN_SPEEDUP", "LAUNCH_BOUND_BUSY",
@@ -199,8 +201,6 @@ def judge_suite(cells: list[dict[str, Any]], planned: int | None, capped: bool
     """Whether every cell of the suite (entries of `kscperf.cells`) is ok, or skipped or
     unsupported with its reason; `planned` cells expected, `capped` when the run was
     stopped at its time cap. The table lists the cells that are not ok."""
-    from kscperf.errors import GOOD_STATUSES, CellStatus
-
     counts: dict[str, int] = {}
     table = []
     for c in cells:
@@ -296,9 +296,10 @@ class _SectionFailed(Exception):
 def _run_capped(argv: list[str], cap_s: float, cwd: Path = ROOT,
                 env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess[str],
                                                              bool]:
-    """Run `argv` for at most `cap_s` seconds; past the cap it gets SIGTERM (so that a run
-    writes what it measured), then SIGKILL. Returns the process and whether it was capped."""
-    proc = subprocess.Popen(argv, cwd=cwd, env={**os.environ, **(env or {})},
+    """Run `argv` (in environment `env`, None: this one) for at most `cap_s` seconds; past
+    the cap it gets SIGTERM (so that a run writes what it measured), then SIGKILL. Returns
+    the process and whether it was capped."""
+    proc = subprocess.Popen(argv, cwd=cwd, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:
@@ -337,8 +338,10 @@ class Kit:
     def probe(self, section: str, cap_s: float, *args: str) -> Any:
         """Run one `kscperf.gpuprobe` section within `cap_s` and return what it wrote."""
         out = self.work / f"{section}-{time.monotonic_ns()}.json"
+        # The workers' environment: with glibc's own mmap threshold the same elementwise op
+        # cost 4x more in a probe than in Timer, beside it (docs/method.md, "The allocator").
         proc, capped = _run_capped([self.python, "-m", "kscperf.gpuprobe", section, str(out),
-                                    *args], cap_s)
+                                    *args], cap_s, env=worker_environment())
         if capped:
             raise _SectionFailed(f"the {section} probe ran past its {cap_s:.0f} s cap")
         if proc.returncode != 0:

@@ -1,7 +1,8 @@
 """What only a CUDA device can show: the CUDA clock, peak CUDA memory and teardown, out of
 memory then the next config, fork workers on CUDA, model-defined CUDA tools. Every test is
 marked `needs_cuda` (skipped with the reason elsewhere, conftest.py); tools/gpu-check runs
-them on a GPU machine."""
+them on a GPU machine, after the shipped suite, whose `compiled_cuda` cells show that
+torch.compile works in a forked CUDA worker."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from kscperf import gpucheck, gpuprobe, measure
 from kscperf.launch import ForkLauncher
 from kscperf.spec import CellResult, CellSpec
 
-from runner_testing import BENCH_DEFS, DEFS, FIXTURES, QUICK, cli, explain, load_doc, statuses
+from runner_testing import BENCH_DEFS, FIXTURES, QUICK, cli, explain, load_doc, statuses
 
 pytestmark = pytest.mark.needs_cuda
 
@@ -106,11 +107,3 @@ def test_model_defined_cuda_tools_build_and_run(tmp_path: Path) -> None:
         for task in ("fwd", "bwd"):
             assert statuses(doc, "vrelu3", tool, task) == {"ok"}, (tool, task)
 
-
-@pytest.mark.slow
-def test_torch_compile_runs_in_a_forked_cuda_worker(tmp_path: Path) -> None:
-    out = tmp_path / "compiled.json"
-    proc = cli(DEFS / "toy.py", "--tools", "compiled_cuda", "--tasks", "fwd", *QUICK,
-               "--isolation", "fork", "-o", out, timeout=600)
-    assert proc.returncode == 0, explain(proc)
-    assert statuses(load_doc(out), "toy", "compiled_cuda", "fwd") == {"ok"}
