@@ -18,6 +18,7 @@ from typing import Any, Mapping, Sequence
 
 from kscperf import compare as _compare
 from kscperf import report as _report
+from kscperf import fileio as _fileio
 from kscperf import results as _results
 from kscperf.errors import KscperfError
 from kscperf.session import Build, OnProgress, RunConfig, SessionResult, prepare_session
@@ -116,7 +117,7 @@ def merge_shards(paths: Sequence[str], output: str, *, allow_partial: bool = Fal
     return its path. Files of different builds, machine classes, torch versions, profiles
     or plans, overlapping shards and a missing shard (unless `allow_partial`) raise
     KscperfError and write nothing."""
-    _results.check_writable(output, replace=False)
+    _fileio.check_writable(output, replace=False)
     _results.merge_results(list(paths), output, allow_partial=allow_partial)
     return output
 

@@ -434,7 +434,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 def cmd_history(args: argparse.Namespace) -> int:
     """`history add|rebuild|changes|check`: the history store."""
-    from kscperf import api, history
+    from kscperf import api, confirm
     from kscperf.formatting import (
         build_text,
         format_history_changes,
@@ -457,7 +457,7 @@ def cmd_history(args: argparse.Namespace) -> int:
         print(format_history_changes(changes, args.format))
         return 0
     check = api.history_check(args.store, min_effect=args.min_effect)
-    print(format_history_check(check, history.confirm_commands))
+    print(format_history_check(check, confirm.confirm_commands))
     return 1 if check.failed else 0
 
 

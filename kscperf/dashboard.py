@@ -39,11 +39,11 @@ from kscperf.history import (
     Series,
     SeriesPoint,
     StoredBuild,
-    confirm_commands,
     find_changes,
 )
+from kscperf.confirm import confirm_commands
 from kscperf.errors import KscperfError
-from kscperf.results import write_text_atomic
+from kscperf.fileio import write_text_atomic
 from kscperf.sparklines import ChartPoint, Mark, history_chart, sparkline
 
 __all__ = ["IndexView", "ModelView", "BenchmarkView", "build_views", "write_dashboard"]

@@ -3,7 +3,7 @@ time, and how each is judged ([Validation](../docs/validation.md#the-gpu-proof-k
 
 Every section runs in processes of its own with a time cap (`SECTION_CAPS_S`), so that the
 whole kit ends within its budget (`DEFAULT_BUDGET_S`) whatever hangs: the shipped suite
-through `run-benchmarks`, the probes of `kscperf.gpuprobe`, the `needs_cuda` tests through
+through `run-benchmarks`, the probes of `kscperf.worker.gpuprobe`, the `needs_cuda` tests through
 pytest. Judging is pure functions over what the sections wrote, each giving `Check`s;
 `kscperf.gpureport` lays them out. Never imports torch: the device work happens in the
 probes and workers.
@@ -278,12 +278,14 @@ def cuda_handles(pid: int) -> list[str]:
 def cuda_tool_names(definitions_dir: str) -> list[str]:
     """Every CUDA tool the definitions under `definitions_dir` can run: the CUDA twins of
     the built-ins and plug-ins, and the CUDA tools the models define for themselves."""
-    from kscperf import definitions, plan, tools
+    from kscperf import definitions, plan
+    from kscperf.names import split_device
+    from kscperf.plugins import plugin_tool_names
 
     models, _ = definitions.scan_models(definitions.find_definition_files([definitions_dir]))
     own = [t for m in models for t in m.tools]
-    names = plan.all_tool_names(list(tools.plugin_tool_names()), [t.name for t in own])
-    cuda = [n for n in names if tools.split_device(n)[1] == "cuda"]
+    names = plan.all_tool_names(list(plugin_tool_names()), [t.name for t in own])
+    cuda = [n for n in names if split_device(n)[1] == "cuda"]
     return list(dict.fromkeys(cuda + [t.name for t in own if t.cuda]))
 
 
@@ -336,11 +338,11 @@ class Kit:
         self.report = Report(device=device, started=now_iso(), budget_s=budget_s)
 
     def probe(self, section: str, cap_s: float, *args: str) -> Any:
-        """Run one `kscperf.gpuprobe` section within `cap_s` and return what it wrote."""
+        """Run one `kscperf.worker.gpuprobe` section within `cap_s` and return what it wrote."""
         out = self.work / f"{section}-{time.monotonic_ns()}.json"
         # The workers' environment: with glibc's own mmap threshold the same elementwise op
         # cost 4x more in a probe than in Timer, beside it (docs/method.md, "The allocator").
-        proc, capped = _run_capped([self.python, "-m", "kscperf.gpuprobe", section, str(out),
+        proc, capped = _run_capped([self.python, "-m", "kscperf.worker.gpuprobe", section, str(out),
                                     *args], cap_s, env=worker_environment())
         if capped:
             raise _SectionFailed(f"the {section} probe ran past its {cap_s:.0f} s cap")

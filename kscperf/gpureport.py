@@ -9,7 +9,7 @@ import os
 from typing import Any
 
 from kscperf.gpucheck import NO_CUDA_LINE, Check, Report
-from kscperf.results import write_text_atomic
+from kscperf.fileio import write_text_atomic
 
 __all__ = ["NO_CUDA_LINE", "check_line", "facts_lines", "render_markdown", "render_json",
            "write_reports"]

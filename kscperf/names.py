@@ -1,6 +1,7 @@
-"""The names of things in results: tasks, cells and benchmarks.
+"""The names of things in results: tasks, tools, cells and benchmarks.
 
-The only place that builds or parses `model/tool/task` (a cell) and
+The tool-name grammar (built-in tools, the `_cuda` and `_transfer` twins) and the only place
+that builds or parses `model/tool/task` (a cell) and
 `model/tool/task/config[:kind]` (a benchmark). Benchmark kinds:
 
     model/tool/task/config           run time, seconds per call
@@ -14,10 +15,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["TASKS", "KIND_SUFFIXES", "BenchmarkName", "cell_name", "benchmark_name",
+__all__ = ["TASKS", "BUILTIN_TOOLS", "EAGER_TOOLS", "CUDA_SUFFIX", "TRANSFER_SUFFIX",
+           "MANUAL_CUDA_TOOL", "split_device", "KIND_SUFFIXES", "BenchmarkName", "cell_name", "benchmark_name",
            "compile_name", "prep_name", "parse_benchmark_name"]
 
 TASKS = ("inference", "fwd", "bwd", "jacobian")
+
+BUILTIN_TOOLS = ("pt", "ptnice", "ts", "compiled")
+# Built-ins that never need torch.compile's machinery (plug-ins might).
+EAGER_TOOLS = ("pt", "ptnice", "ts")
+CUDA_SUFFIX = "_cuda"
+# A model's CUDA tool measured with its host-to-device copies: `<tool>_transfer`.
+TRANSFER_SUFFIX = "_transfer"
+MANUAL_CUDA_TOOL = "manual_cuda"
+
+
+def split_device(tool: str) -> tuple[str, str]:
+    """`pt_cuda` -> ("pt", "cuda"); `pt` -> ("pt", "cpu")."""
+    if tool.endswith(CUDA_SUFFIX):
+        return tool[: -len(CUDA_SUFFIX)], "cuda"
+    return tool, "cpu"
 
 # The suffix of each non-time kind, as it appears after the `:` of a benchmark name.
 KIND_SUFFIXES = {"compile": ":compile", "prep": ":prep", "peak_rss": ":peak_rss",

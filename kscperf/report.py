@@ -33,7 +33,8 @@ from kscperf.compare import (
 )
 from kscperf.errors import TIMED_STATUSES, CellStatus, KscperfError
 from kscperf.names import BenchmarkName, benchmark_name
-from kscperf.results import LoadedResults, write_text_atomic
+from kscperf.fileio import write_text_atomic
+from kscperf.results import LoadedResults
 
 __all__ = [
     "TEMPLATE_NAME",

@@ -22,11 +22,11 @@ import io
 import json
 import math
 import os
-import tempfile
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
 from kscperf.errors import STATUS_SEVERITY, CellStatus, KscperfError
+from kscperf.fileio import write_text_atomic
 from kscperf.machine import machine_speed
 from kscperf.names import benchmark_name, cell_name, compile_name, prep_name
 from kscperf.spec import CellResult, CheckResult, ConfigResult
@@ -38,11 +38,9 @@ __all__ = [
     "summarize_cells",
     "build_document",
     "write_results",
-    "write_text_atomic",
     "load_results",
     "load_cell_runs_for_resume",
     "merge_results",
-    "check_writable",
 ]
 
 # 2: runs carry the machine-speed canary, the kscperf section its figure (`machine_speed`).
@@ -290,60 +288,6 @@ def build_document(runs: list[CellResult], metadata: dict[str, Any],
         "runs": [r.to_dict() for r in runs],
     }
     return doc
-
-
-def check_writable(path: str, replace: bool, *, resumable: bool = True,
-                   other: str = "-o FILE") -> None:
-    """Raise KscperfError now, before any measuring, if `path` cannot be written later. The
-    message for an existing file offers --replace, --resume when `resumable`, and `other`."""
-    if os.path.exists(path) and not replace:
-        resume = f", --resume {path} to finish it," if resumable else ""
-        raise KscperfError(f"{path} already exists; pass --replace to overwrite it{resume} or "
-                           f"choose another {other}.")
-    if os.path.isdir(path):
-        raise KscperfError(f"{path} is a directory; -o needs a file name.")
-    directory = os.path.dirname(os.path.abspath(path))
-    try:
-        os.makedirs(directory, exist_ok=True)
-        fd, probe = tempfile.mkstemp(dir=directory, prefix=".kscperf-probe-")
-        try:
-            os.write(fd, b" " * 65536)
-        finally:
-            os.close(fd)
-            os.unlink(probe)
-    except OSError as exc:
-        raise KscperfError(f"cannot write results to {path}: {exc.strerror or exc}.") from None
-
-
-def write_text_atomic(path: str, text: str, what: str) -> None:
-    """Write `text` to `path` atomically (a temporary file in the same folder, synced, then
-    renamed): a reader sees the old file or the new one, never half of one. The file gets
-    the permissions any new file gets under the umask. Raises KscperfError naming `what`
-    ("results", "the report") when it cannot be written."""
-    if os.path.isdir(path):
-        raise KscperfError(f"{path} is a directory; -o needs a file name.")
-    directory = os.path.dirname(os.path.abspath(path))
-    try:
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".kscperf-", suffix=".tmp")
-    except OSError as exc:
-        raise KscperfError(f"cannot write {what} to {path}: {exc.strerror or exc}.") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fp:
-            fp.write(text)
-            fp.flush()
-            os.fsync(fp.fileno())
-        # mkstemp makes the file readable by its owner only; results and reports are shared.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise KscperfError(f"cannot write {what} to {path}: {exc.strerror or exc}.") from None
 
 
 def write_results(path: str, runs: list[CellResult], metadata: dict[str, Any],

@@ -22,13 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from kscperf import __version__, definitions, plan, results, schedule
+from kscperf import __version__, definitions, fileio, plan, results, schedule
 from kscperf.envinfo import cuda_driver_present, git_info, library_versions, machine_info, \
     now_iso
 from kscperf.errors import BAD_STATUSES, KscperfError
 from kscperf.launch import Launcher, make_launcher
 from kscperf.spec import PROFILES, CellResult, TimingProfile
-from kscperf.tools import EAGER_TOOLS, plugin_tool_names, split_device
+from kscperf.names import EAGER_TOOLS, split_device
+from kscperf.plugins import plugin_tool_names
 from kscperf.workerenv import is_this_python, resolve_python
 
 __all__ = ["RunConfig", "Build", "Selection", "Session", "SessionResult", "select_cells",
@@ -437,7 +438,7 @@ def _lockstep_session(config: RunConfig, builds: Sequence[Build], replace: bool,
               for b in builds]
     for b in builds:
         assert b.output is not None
-        results.check_writable(b.output, replace, resumable=False, other="-o DIR")
+        fileio.check_writable(b.output, replace, resumable=False, other="-o DIR")
     shared = _shared_metadata(config, selection, profile_name, profile)
     metadata = _lockstep_metadata(shared, builds)
     for md in metadata:
@@ -458,12 +459,12 @@ def _single_session(config: RunConfig, build: Build, replace: bool,
         metadata = dict(prior_metadata, date=metadata["date"])
         output = output or resume
         if os.path.abspath(output) != os.path.abspath(resume):
-            results.check_writable(output, replace)
+            fileio.check_writable(output, replace)
     elif not config.check_only:
         output = output or os.path.join("results", f"{metadata['build']}.json")
-        results.check_writable(output, replace)
+        fileio.check_writable(output, replace)
     elif output is not None:
-        results.check_writable(output, replace)
+        fileio.check_writable(output, replace)
     metadata["definition_problems"] = [p.message for p in selection.problems]
     return Session(config, [Build(metadata["build"], build.python, build.env, output)],
                    selection, profile, [metadata], prior)

@@ -167,7 +167,7 @@ class ConfigResult:
 
 @dataclass(frozen=True)
 class CanaryProbe:
-    """One timing of the machine-speed canary (`kscperf.canary`) in a worker process:
+    """One timing of the machine-speed canary (`kscperf.worker.canary`) in a worker process:
     `when` it was taken relative to the timed values ("before" or "after"), `at` (local time, ISO
     8601), the median seconds of each of its parts, as (part, seconds) pairs, and what the
     probe cost the worker, `duration_s`, setup included."""

@@ -14,9 +14,10 @@ import psutil
 import pytest
 import torch
 
-from kscperf import gpucheck, gpuprobe, measure
+from kscperf import gpucheck
 from kscperf.launch import ForkLauncher
 from kscperf.spec import CellResult, CellSpec
+from kscperf.worker import gpuprobe, measure
 
 from runner_testing import BENCH_DEFS, FIXTURES, QUICK, cli, explain, load_doc, statuses
 

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from kscperf import names, results
+from kscperf.fileio import check_writable
 from kscperf.errors import CellStatus, KscperfError
 from kscperf.results import (
     CellSummary,
-    check_writable,
     load_results,
     merge_results,
     write_results,

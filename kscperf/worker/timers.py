@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import torch
 
-from kscperf import measure
+from kscperf.worker import measure
 
 __all__ = ["Workload", "TimerFigure", "AgreementRow", "TIMERS", "workloads",
            "timer_median_s", "do_bench_median_s", "measure_agreement"]

@@ -1,13 +1,13 @@
 """The device-side probes of `tools/gpu-check`, each run in a fresh process of its own:
 
-    python -m kscperf.gpuprobe facts OUT.json [--device cuda|cpu]
-    python -m kscperf.gpuprobe agreement OUT.json [--device D] [--scale full|quick] [--rounds N]
-    python -m kscperf.gpuprobe memory OUT.json --cells JSON
-    python -m kscperf.gpuprobe plain-peak OUT.json --cells JSON
+    python -m kscperf.worker.gpuprobe facts OUT.json [--device cuda|cpu]
+    python -m kscperf.worker.gpuprobe agreement OUT.json [--device D] [--scale S] [--rounds N]
+    python -m kscperf.worker.gpuprobe memory OUT.json --cells JSON
+    python -m kscperf.worker.gpuprobe plain-peak OUT.json --cells JSON
 
 `facts`: the device and its state (name, memory, SMs, L2, TF32 settings, and through NVML
-the driver, clocks, temperature and throttle reasons). `agreement`: `kscperf.timers`.
-`memory`: kscperf's own worker code (`worker.run_cell`, in this process) on each cell, with
+the driver, clocks, temperature and throttle reasons). `agreement`: `kscperf.worker.timers`.
+`memory`: kscperf's own worker code (`cell.run_cell`, in this process) on each cell, with
 the CUDA memory allocated after each config's teardown and the peak the worker recorded.
 `plain-peak`: the same functions and inputs measured as a user would in a plain script
 (`reset_peak_memory_stats`, one call, `max_memory_allocated`), with nothing of kscperf.
@@ -25,9 +25,9 @@ from typing import Any, Callable
 
 import torch
 
-from kscperf import timers
-from kscperf.envinfo import torch_info
-from kscperf.results import write_text_atomic
+from kscperf.fileio import write_text_atomic
+from kscperf.worker import timers
+from kscperf.worker.torchinfo import torch_info
 
 __all__ = ["device_facts", "nvml_facts", "teardown_levels", "plain_peaks", "main"]
 
@@ -112,8 +112,8 @@ def teardown_levels(cells: list[dict[str, str]]) -> list[dict[str, Any]]:
     this process at a short profile: per config its status, the peak CUDA memory the worker
     recorded, and the CUDA memory allocated once its teardown was over, beside the level
     before the cell (bytes)."""
-    from kscperf import worker
     from kscperf.spec import CellSpec
+    from kscperf.worker import cell as worker_cell
 
     _warm_cuda_libraries()
     out = []
@@ -122,7 +122,7 @@ def teardown_levels(cells: list[dict[str, str]]) -> list[dict[str, Any]]:
         levels: list[int] = []
         spec = CellSpec(cell["model"], cell["tool"], cell["task"], cell["module_path"],
                         values=3, warmups=1, min_time=0.005)
-        result = worker.run_cell(
+        result = worker_cell.run_cell(
             spec, on_config=lambda _: levels.append(torch.cuda.memory_allocated()))
         out.append({
             **cell, "status": result.status.value, "reason": result.reason,
@@ -184,7 +184,7 @@ def plain_peaks(cells: list[dict[str, str]]) -> list[dict[str, Any]]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m kscperf.gpuprobe",
+    parser = argparse.ArgumentParser(prog="python -m kscperf.worker.gpuprobe",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("section", choices=("facts", "agreement", "memory", "plain-peak"))
     parser.add_argument("output")
