@@ -190,7 +190,7 @@ def test_every_cuda_tool_of_the_shipped_suite_is_found() -> None:
 
 
 def test_the_reports_hold_every_check_and_escape_table_cells(tmp_path: Path) -> None:
-    report = Report(device="cuda", started="2026-12-01T10:00:00", budget_s=465.0,
+    report = Report(device="cuda", started="2026-12-01T10:00:00", budget_s=470.0,
                     facts_before={"gpu_name": "G", "gpu_memory_bytes": 141 * 2**30,
                                   "nvml": {"sm_clock_mhz": 1980, "throttle_reasons": []}},
                     facts_after={"nvml": {"unavailable": "NVML: gone"}},
