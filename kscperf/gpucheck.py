@@ -239,7 +239,7 @@ def judge_fork_cost(fork_s: float, spawn_s: float) -> Check:
 
 def judge_tests(junit_xml: str) -> list[Check]:
     """One check per test case of a pytest JUnit XML file: passed, failed (with the first
-    line of its message) or skipped (with its reason)."""
+    line of its message) or skipped (with its reason); one failed check when it has none."""
     checks = []
     for case in ElementTree.parse(junit_xml).getroot().iter("testcase"):
         name = f"test {case.get('name')}"
@@ -254,7 +254,7 @@ def judge_tests(junit_xml: str) -> list[Check]:
             checks.append(Check(name, Status.SKIP, (skipped.get("message") or "").strip()))
         else:
             checks.append(Check(name, Status.PASS, "passed"))
-    return checks
+    return checks or [Check("tests", Status.FAIL, "pytest collected no test")]
 
 
 # -- facts about processes and tools, read without torch -------------------------------------
@@ -320,6 +320,16 @@ def _run_capped(argv: list[str], cap_s: float, cwd: Path = ROOT,
 def _tail(text: str) -> str:
     lines = [line for line in text.strip().splitlines() if line.strip()]
     return lines[-1][:300] if lines else "no output"
+
+
+def _require_ok(results_path: Path) -> None:
+    """_SectionFailed unless every cell of the results file ran ok: a skipped cell costs
+    nothing and would make the comparison meaningless."""
+    cells = json.loads(results_path.read_text(encoding="utf-8"))["kscperf"]["cells"]
+    bad = [c for c in cells if c["status"] != CellStatus.OK.value]
+    if bad or not cells:
+        why = f"{bad[0]['status']}: {bad[0]['reason']}" if bad else "no cells"
+        raise _SectionFailed(f"the cell timed for the start cost did not run ok ({why})")
 
 
 class Kit:
@@ -446,6 +456,7 @@ class Kit:
                                          f"{'ran past the cap' if capped else 'failed'}: "
                                          f"{_tail(proc.stderr)}")
                 walls.append(time.perf_counter() - t0)
+                _require_ok(self.work / f"fork-{isolation}-{n}.json")
             costs[isolation] = (walls[1] - walls[0]) / (cells - 1)
         self.add([judge_fork_cost(costs["fork"], costs["spawn"])], "fork_cost",
                  [{"isolation": k, "per_cell_s": v} for k, v in costs.items()])

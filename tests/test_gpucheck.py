@@ -180,6 +180,9 @@ def test_each_pytest_case_becomes_a_check(tmp_path: Path) -> None:
     assert "one is not two" in checks["test test_bad"].summary
     assert checks["test test_later"].status is Status.SKIP
     assert checks["test test_later"].summary == "needs a thing"
+    (tmp_path / "empty.xml").write_text('<testsuites><testsuite name="pytest"/></testsuites>')
+    (none,) = gpucheck.judge_tests(str(tmp_path / "empty.xml"))
+    assert none.status is Status.FAIL
 
 
 def test_every_cuda_tool_of_the_shipped_suite_is_found() -> None:
