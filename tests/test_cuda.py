@@ -76,7 +76,8 @@ def test_out_of_memory_is_oom_and_the_next_config_runs(tmp_path: Path) -> None:
 def test_fork_server_never_initialises_cuda_and_its_child_computes_on_cuda(
         tmp_path: Path) -> None:
     spec_path, result_path = tmp_path / "spec.json", tmp_path / "result.json"
-    spec = CellSpec("vrelu3", "pt_cuda", "fwd", RELU3, values=2, warmups=0, min_time=0.001)
+    spec = CellSpec(model="vrelu3", tool="pt_cuda", task="fwd", module_path=RELU3, values=2,
+                    warmups=0, min_time=0.001)
     spec_path.write_text(json.dumps(spec.to_dict()))
     launcher = ForkLauncher()  # torch.compile's modules preloaded, as for the suite
     try:

@@ -161,9 +161,9 @@ def test_series_hold_per_process_medians_statuses_and_missing_builds(tmp_path: P
     assert all(len(p.samples) == 5 for p in compiled.points)  # one median per process
     assert compiled.points[0].min_detectable is not None
     gone = by_name["vrelu3/pt/fwd/16384", "time"]
-    assert [p.status for p in gone.points] == ["ok", "ok", "missing"]
+    assert [p.status for p in gone.points] == ["ok", "ok", "not run"]
     assert gone.points[2].samples == ()
-    assert {k for _, k in by_name} == {"time", "prep", "memory", "compile"}
+    assert {k for _, k in by_name} == {"time", "prep", "peak_rss", "compile"}
 
 
 # --------------------------------------------------------------------------------------

@@ -8,18 +8,30 @@ Nothing here prints or renders.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import hashlib
 import json
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 from kscperf import machine, stats
-from kscperf.errors import BAD_STATUSES
+from kscperf.errors import CellStatus
 from kscperf.history.series import Series, SeriesKey, StoredBuild
 from kscperf.history.store import HistoryStore
+from kscperf.names import Kind
+from kscperf.verdicts import REGRESSION_VERDICTS, Direction, status_verdict
 
-__all__ = ["MACHINE_SPEED_DETAIL", "HistoryChange", "build_points", "find_changes",
-           "HistoryCheck", "check_newest"]
+__all__ = ["MACHINE_SPEED_DETAIL", "ChangeKind", "HistoryChange", "build_points",
+           "find_changes", "HistoryCheck", "check_newest"]
+
+
+class ChangeKind(enum.StrEnum):
+    """What kind of change a history change is."""
+
+    SLOWER = "slower"
+    FASTER = "faster"
+    ENVIRONMENT = "environment"
+    STATUS = "status"
 
 # The detail of the environment event between consecutive builds whose canaries say the
 # machine changed speed (`machine.ShiftState` CHANGED, as `compare` decides it), or of a
@@ -38,27 +50,23 @@ class HistoryChange:
     change: Any
     before: StoredBuild
     after: StoredBuild
-    before_status: str
-    after_status: str
+    before_status: CellStatus
+    after_status: CellStatus
     detail: str = ""
 
     @property
-    def kind(self) -> str:
+    def kind(self) -> ChangeKind:
         """`slower`, `faster`, `environment` or `status`."""
-        return str(self.change.kind)
+        return ChangeKind(self.change.kind)
 
     @property
     def is_regression(self) -> bool:
-        """Slower, or a status that went from good to bad (incorrect, failed, missing...)."""
-        if self.kind == "slower":
+        """Slower, or a status change that `compare` would call a regression
+        (`verdicts.status_verdict`: failing now, incorrect now)."""
+        if self.kind is ChangeKind.SLOWER:
             return True
-        return self.kind == "status" and _is_bad(self.after_status) and not _is_bad(
-            self.before_status)
-
-
-def _is_bad(status: str) -> bool:
-    # As in `compare`: a benchmark that went missing is not a regression; one that fails is.
-    return status in {s.value for s in BAD_STATUSES}
+        return self.kind is ChangeKind.STATUS and status_verdict(
+            self.before_status, self.after_status) in REGRESSION_VERDICTS
 
 
 def _speed_shifts(builds: Sequence[StoredBuild]) -> set[tuple[int, int]]:
@@ -143,9 +151,6 @@ def find_changes(store: HistoryStore, *, min_effect: float = stats.DEFAULT_MIN_E
     return out
 
 
-# The kinds a machine's speed scales; memory is not one of them.
-_MACHINE_TIMED_KINDS = ("time", "compile", "prep")
-
 
 def _series_changes(s: Series, changes: Sequence[Any], shifts: set[tuple[int, int]],
                     min_effect: float) -> list[HistoryChange]:
@@ -163,7 +168,7 @@ def _series_changes(s: Series, changes: Sequence[Any], shifts: set[tuple[int, in
         # A compile, prep or memory value comes and goes with the run (an eager tool's
         # compile time is only recorded when its first call was measurably slow): its gaps
         # are not status changes; the run-time series of the config reports what happened.
-        if ch.kind == "status" and s.key.kind != "time" and "missing" in (
+        if ch.kind == ChangeKind.STATUS and s.key.kind is not Kind.TIME and CellStatus.NOT_RUN in (
                 s.points[ch.before].status, s.points[ch.after].status):
             continue
         speed = ch.kind == "environment" and (ch.before, ch.after) in speed_pairs
@@ -182,7 +187,7 @@ def _machine_explained(s: Series, ch: Any, min_effect: float) -> bool:
     explain it, as `compare` decides for a row: then it is the machine's, not the build's."""
     from kscperf import compare
 
-    if not ch.is_step or s.key.kind not in _MACHINE_TIMED_KINDS or ch.low is None \
+    if not ch.is_step or s.key.kind is None or not s.key.kind.is_timed or ch.low is None \
             or ch.high is None:
         return False
     before = s.points[ch.before].build.machine_scores
@@ -190,7 +195,7 @@ def _machine_explained(s: Series, ch: Any, min_effect: float) -> bool:
     if not before or not after:
         return False
     shift = machine.compare_canary_scores(before, after)
-    direction = 1 if ch.kind == "slower" else -1
+    direction = Direction.SLOWER if ch.kind == ChangeKind.SLOWER else Direction.FASTER
     threshold = ch.min_effect if ch.min_effect is not None else min_effect
     return shift.could_have_shifted and compare.machine_could_explain(
         ch.low, ch.high, direction, shift, threshold)
@@ -206,7 +211,7 @@ def _one_environment_entry(changes: list[HistoryChange]) -> list[HistoryChange]:
         else:
             rest.append(c)
     for (cls, _, _), events in merged.items():
-        key = SeriesKey(cls, "*", f"all {len(events)} series", "*", "*", "*", "*")
+        key = SeriesKey(cls, None, f"all {len(events)} series", "*", "*", "*", "*")
         rest.append(dataclasses.replace(events[0], key=key))
     return rest
 

@@ -1,13 +1,15 @@
 """Series: what the history keeps of each build, per benchmark and kind.
 
-A **series** is one benchmark, one kind (`time`, `compile`, `prep`, `memory`,
-`cuda_memory`) and one machine class. Per build and series the index holds the per-process
-values the change-point test uses (per-process medians for run time), their median and
-spread (MAD), the cell status, and what the minimum detectable effect is computed from
+A **series** is one benchmark, one kind (`names.Kind`: `time`, `compile`, `prep`,
+`peak_rss`, `peak_cuda`) and one machine class. Per build and series the index holds the
+per-process values the change-point test uses (per-process medians for run time), the
+build's central value and speedup over `pt` (`kscperf.samples`, as every view shows them),
+the spread (MAD), the cell status, and what the minimum detectable effect is computed from
 (`stats.detectable_spread_of_runs`; scipy's quantiles wait until it is read); per build it
 holds the environment fingerprint (torch, CUDA, driver, CPU, GPU, Python, profile) and the
-canary scores of the machine. This module projects one loaded results file onto those
-points and assembles a stored series; it neither stores nor decides.
+canary scores of the machine. This module projects the record of one build
+(`samples.BuildSamples`) onto those points and assembles a stored series; it neither stores
+nor decides.
 """
 
 from __future__ import annotations
@@ -18,24 +20,19 @@ import statistics
 from dataclasses import dataclass
 from typing import Sequence
 
-from kscperf import machine, stats
+from kscperf import machine, metadata, stats
 from kscperf.errors import CellStatus
-from kscperf.names import cell_name, compile_name, prep_name
-from kscperf.results import CellSummary, LoadedResults
+from kscperf.names import Kind, cell_name
+from kscperf.results import LoadedResults
+from kscperf.samples import BenchmarkSamples, BuildSamples, build_samples
 
 __all__ = ["SERIES_KINDS", "ENVIRONMENT_KEYS", "StoredBuild", "SeriesKey", "SeriesPoint", "Series",
            "PointRow", "point_rows", "summarize_samples", "floats_json", "machine_scores_of",
            "machine_class_of", "environment_of", "assemble_series", "detectable_effect"]
 
-SERIES_KINDS = ("time", "compile", "prep", "memory", "cuda_memory")
-# The metadata that makes a build's environment: a change of any of them inside a series is
-# an environment event, never a regression of the build. The machine class itself (the
-# host) is not among them: another host is another series.
-ENVIRONMENT_KEYS = (
-    "torch_version", "cuda_version", "cudnn_version", "triton_version", "gpu_driver",
-    "gpu_name", "cpu_model_name", "cpu_count", "python_version", "profile", "processes",
-    "values", "warmups", "min_time", "compile_cache", "isolation",
-)
+SERIES_KINDS = tuple(Kind)
+# The metadata that makes a build's environment (why these: kscperf.metadata).
+ENVIRONMENT_KEYS = metadata.ENVIRONMENT_KEYS
 
 
 @dataclass(frozen=True)
@@ -65,10 +62,11 @@ class StoredBuild:
 
 @dataclass(frozen=True)
 class SeriesKey:
-    """What names one series. `config` is "" for a compile time (it belongs to the cell)."""
+    """What names one series. `config` is "" for a compile time (it belongs to the cell);
+    `kind` is None only for the key of environment events merged over every series."""
 
     machine_class: str
-    kind: str
+    kind: Kind | None
     benchmark: str
     model: str
     tool: str
@@ -83,15 +81,19 @@ class SeriesKey:
 
 @dataclass(frozen=True)
 class SeriesPoint:
-    """One build of one series: status "missing" (and no samples) where the build has no
-    such benchmark."""
+    """One build of one series: status NOT_RUN (and no samples) where the build has no
+    such benchmark. `median` is the build's central value (`samples.central_value`) and
+    `speedup` its speedup over `pt` (NaN where there is none), as every view shows them."""
 
     build: StoredBuild
-    status: str
+    status: CellStatus
     samples: tuple[float, ...]
     median: float
     spread: float
     min_detectable: float | None
+    speedup: float = math.nan
+    # Its processes timed while the machine was in another state (the canary's mark).
+    odd_processes: int = 0
 
 
 @dataclass(frozen=True)
@@ -136,79 +138,77 @@ def environment_of(loaded: LoadedResults) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class PointRow:
-    kind: str
+    """One point of one build as the index stores it. `fate` marks the compile point that
+    stands for a cell which ended badly before any compile value (no samples): the run-time
+    series of the configs it never reached show its status."""
+
+    kind: Kind
     benchmark: str
     model: str
     tool: str
     task: str
     config: str
-    status: str
+    status: CellStatus
     samples: tuple[float, ...]
+    central: float = math.nan
+    speedup: float = math.nan
+    fate: bool = False
+    odd_processes: int = 0
 
 
-def _memory_samples(loaded: LoadedResults) -> dict[tuple[str, str, str, str, str], list[float]]:
-    """Per-process peak memory per (kind, model, tool, task, config)."""
-    out: dict[tuple[str, str, str, str, str], list[float]] = {}
-    for r in loaded.runs:
-        for c in r.configs:
-            for kind, value in (("memory", c.peak_rss_bytes), ("cuda_memory", c.peak_cuda_bytes)):
-                if value:
-                    out.setdefault((kind, r.model, r.tool, r.task, c.config), []).append(
-                        float(value))
-    return out
+def _series_name(b: BenchmarkSamples) -> str:
+    # A series is named by its benchmark without the kind's suffix: the kind is its own
+    # column.
+    return b.name[: len(b.name) - len(b.kind.suffix)] if b.kind.suffix else b.name
 
 
-def _config_rows(loaded: LoadedResults, c: CellSummary,
-                 memory: dict[tuple[str, str, str, str, str], list[float]]) -> list[PointRow]:
-    assert c.config is not None
-    base = f"{cell_name(c.model, c.tool, c.task)}/{c.config}"
-    status = c.status.value
-    # Statuses are judged on run time; another kind measured is "ok" as a measurement (an
-    # incorrect config still has its prep time), so one status change is reported once.
-    measured = "ok"
-    times = stats.process_medians(loaded.runs_values.get(base, []))
-    prep = [v for run in loaded.runs_values.get(prep_name(c.model, c.tool, c.task, c.config), [])
-            for v in run]
-    rows = [PointRow("time", base, c.model, c.tool, c.task, c.config, status, tuple(times))]
-    if prep:
-        rows.append(PointRow("prep", base, c.model, c.tool, c.task, c.config, measured,
-                              tuple(prep)))
-    for kind in ("memory", "cuda_memory"):
-        values = memory.get((kind, c.model, c.tool, c.task, c.config))
-        if values is None:
-            peak = c.peak_rss_bytes if kind == "memory" else c.peak_cuda_bytes
-            values = [float(peak)] if peak else []
-        if values:
-            rows.append(PointRow(kind, base, c.model, c.tool, c.task, c.config, measured,
-                                  tuple(values)))
-    return rows
+def _point(build: BuildSamples, b: BenchmarkSamples, status: CellStatus,
+           samples: list[float]) -> PointRow:
+    p = b.parts
+    odd = len(b.odd_processes & set(b.by_process)) if b.by_process else 0
+    return PointRow(b.kind, _series_name(b), p.model, p.tool, p.task, p.config or "", status,
+                    tuple(samples), b.central if samples else math.nan, build.speedup(b),
+                    odd_processes=odd)
+
+
+def _compile_fate(build: BuildSamples, b: BenchmarkSamples | None,
+                  cell: tuple[str, str, str]) -> CellStatus | None:
+    """The status a compile point without values stands for: the cell's fate, else its
+    compile status; None when that is ok (nothing to say)."""
+    fate = build.fates.get(cell)
+    status = fate.status if fate is not None else b.status if b is not None else None
+    return status if status is not None and status is not CellStatus.OK else None
 
 
 def point_rows(loaded: LoadedResults) -> list[PointRow]:
-    """Every series point of one build: run time, prep and memory per config, compile per
-    cell. A config that never ran (its cell ended before it) has no point; the cell's status
-    is kept as its compile point (no samples), and the run-time series shows the cell's
-    status there (`_assemble`)."""
-    memory = _memory_samples(loaded)
+    """Every series point of one build, projected from its record: run time, prep and
+    memory per config, compile per cell. Statuses are judged on run time; a point of
+    another kind that was measured is ok as a measurement (an incorrect config still has
+    its prep time), so one status change is reported once. A config that never ran (its
+    cell ended before it) has no point; the cell's status is kept as its compile point
+    (`fate`, no samples), and the run-time series shows the cell's status there."""
+    if not loaded.has_kscperf:
+        return []
+    build = build_samples(loaded)
     rows: list[PointRow] = []
-    cell_status: dict[tuple[str, str, str], CellStatus] = {}
-    for c in loaded.cells:
-        key = (c.model, c.tool, c.task)
-        if c.config is None:
-            cell_status[key] = c.status
+    cells: dict[tuple[str, str, str], BenchmarkSamples | None] = {}
+    for b in build.benchmarks.values():
+        if not b.parts.model:
             continue
-        rows.extend(_config_rows(loaded, c, memory))
-        # The cell's own fate (config None) wins over its configs' when the file has one.
-        cell_status.setdefault(key, c.status)
-    for (model, tool, task), status in cell_status.items():
-        compile_s = [v for run in loaded.runs_values.get(compile_name(model, tool, task), [])
-                     for v in run]
-        if compile_s:
-            rows.append(PointRow("compile", cell_name(model, tool, task), model, tool, task,
-                                  "", "ok", tuple(compile_s)))
-        elif status is not CellStatus.OK:
-            rows.append(PointRow("compile", cell_name(model, tool, task), model, tool, task,
-                                  "", status.value, ()))
+        if b.kind is Kind.TIME:
+            rows.append(_point(build, b, b.status, b.process_medians))
+        elif b.kind is Kind.COMPILE:
+            cells[b.cell] = b
+        elif b.has_values:
+            rows.append(_point(build, b, CellStatus.OK, b.values))
+    for cell in build.fates:
+        cells.setdefault(cell, None)
+    for cell, compiled in cells.items():
+        if compiled is not None and compiled.has_values:
+            rows.append(_point(build, compiled, CellStatus.OK, compiled.values))
+        elif (status := _compile_fate(build, compiled, cell)) is not None:
+            rows.append(PointRow(Kind.COMPILE, cell_name(*cell), *cell, "", status, (),
+                                 fate=True))
     return rows
 
 
@@ -232,18 +232,18 @@ def detectable_effect(se: float | None, df: float | None) -> float | None:
 
 
 def assemble_series(key: SeriesKey, found: dict[int, SeriesPoint], class_builds: list[StoredBuild],
-              fates: dict[tuple[int, str, str, str], str]) -> Series:
-    """The series from its points, a build without one shown as "missing"; in the run-time
+              fates: dict[tuple[int, str, str, str], CellStatus]) -> Series:
+    """The series from its points, a build without one shown as NOT_RUN; in the run-time
     series, a config that never ran because its cell ended before it (a crash at import)
     shows the cell's status instead, so a cell that stops running is a regression. The
-    other kinds stay "missing": the run-time series reports what happened once."""
+    other kinds stay NOT_RUN: the run-time series reports what happened once."""
     first = min(found[bid].build.position for bid in found) if found else 0
     points = []
     for b in class_builds[first:]:
         point = found.get(b.id)
         if point is None:
-            status = fates.get((b.id, key.model, key.tool, key.task), "missing") \
-                if key.kind == "time" else "missing"
+            status = fates.get((b.id, key.model, key.tool, key.task), CellStatus.NOT_RUN) \
+                if key.kind is Kind.TIME else CellStatus.NOT_RUN
             point = SeriesPoint(b, status, (), math.nan, math.nan, None)
         points.append(point)
     return Series(key, tuple(points))

@@ -26,12 +26,13 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Sequence
 
-from kscperf.errors import KscperfError
+from kscperf.errors import CellStatus, KscperfError
 from kscperf.fileio import write_bytes_atomic, write_text_atomic
 from kscperf.history.series import (
     SERIES_KINDS, Series, SeriesKey, SeriesPoint, StoredBuild, assemble_series, detectable_effect,
     environment_of, floats_json, machine_class_of, machine_scores_of, point_rows,
     summarize_samples)
+from kscperf.names import Kind
 from kscperf.results import LoadedResults, load_results
 
 __all__ = ["INDEX_NAME", "BUILDS_DIR", "MACHINE_SUFFIX", "HistoryStore", "open_store",
@@ -40,7 +41,7 @@ __all__ = ["INDEX_NAME", "BUILDS_DIR", "MACHINE_SUFFIX", "HistoryStore", "open_s
 INDEX_NAME = "index.sqlite"
 BUILDS_DIR = "builds"
 # Bumped whenever the index's tables change; an index of another version is rebuilt.
-_SCHEMA_VERSION = 3
+_SCHEMA_VERSION = 5
 
 # Beside a store's copy of a file added with --machine CLASS: that class.
 MACHINE_SUFFIX = ".machine"
@@ -75,13 +76,25 @@ CREATE TABLE points (
     build_id INTEGER NOT NULL REFERENCES builds(id),
     status TEXT NOT NULL,
     samples TEXT NOT NULL,              -- JSON list: per-process medians (or values)
-    median REAL,
+    median REAL,                        -- the central value, samples.central_value
     spread REAL,
+    speedup REAL,                       -- over pt, samples.speedup_over_reference
+    fate INTEGER NOT NULL,              -- 1: a cell's fate, standing for configs not reached
+    odd INTEGER NOT NULL,               -- processes timed in another machine state
     detectable_se REAL,                 -- stats.detectable_spread_of_runs of the samples
     detectable_df REAL,
     PRIMARY KEY (series_id, build_id)
 ) WITHOUT ROWID;
 """
+
+
+def _real(value: float) -> float | None:
+    # SQLite keeps NaN as NULL; say so explicitly.
+    return value if math.isfinite(value) else None
+
+
+def _float(value: float | None) -> float:
+    return value if value is not None else math.nan
 
 
 @dataclass(frozen=True)
@@ -269,10 +282,13 @@ class HistoryStore:
                     (c.machine_class, row.kind, row.benchmark, row.model, row.tool, row.task,
                      row.config)).lastrowid or 0)
                 series_ids[(row.kind, row.benchmark)] = series_id
-            points.append((series_id, build_id, row.status,
-                           floats_json(row.samples),
-                           *summarize_samples(row.samples)))
-        self._db.executemany("INSERT INTO points VALUES (?,?,?,?,?,?,?,?)", points)
+            _, spread, se, df = summarize_samples(row.samples)
+            points.append((series_id, build_id, row.status.value, floats_json(row.samples),
+                           _real(row.central), spread, _real(row.speedup), int(row.fate),
+                           row.odd_processes, se, df))
+        self._db.executemany(
+            "INSERT INTO points (series_id, build_id, status, samples, median, spread, speedup, "
+            "fate, odd, detectable_se, detectable_df) VALUES (?,?,?,?,?,?,?,?,?,?,?)", points)
         return build_id
 
     def _index_files(self) -> None:
@@ -327,21 +343,21 @@ class HistoryStore:
     def series(self, machine_class: str | None = None,
                kinds: Iterable[str] | None = None) -> Iterator[Series]:
         """Every series (of `machine_class`, of `kinds`), each over the builds of its class
-        from its first point on, builds absent from it shown as status "missing"."""
+        from its first point on, builds absent from it shown as status NOT_RUN."""
         builds = self.builds(machine_class)
         by_class: dict[str, list[StoredBuild]] = {}
         for b in builds:
             by_class.setdefault(b.machine_class, []).append(b)
-        wanted = set(kinds) if kinds is not None else set(SERIES_KINDS)
+        wanted = {Kind(k) for k in kinds} if kinds is not None else set(SERIES_KINDS)
         for cls, class_builds in by_class.items():
             by_id = {b.id: b for b in class_builds}
             yield from self._class_series(cls, class_builds, by_id, wanted)
 
     def _class_series(self, cls: str, class_builds: list[StoredBuild],
-                      by_id: dict[int, StoredBuild], wanted: set[str]) -> Iterator[Series]:
+                      by_id: dict[int, StoredBuild], wanted: set[Kind]) -> Iterator[Series]:
         rows = self._db.execute(
             "SELECT s.id, s.kind, s.benchmark, s.model, s.tool, s.task, s.config, p.build_id, "
-            "p.status, p.samples, p.median, p.spread, p.detectable_se, p.detectable_df "
+            "p.status, p.samples, p.median, p.spread, p.detectable_se, p.detectable_df, p.speedup, p.odd "
             "FROM series s "
             "JOIN points p ON p.series_id = s.id WHERE s.machine_class = ? ORDER BY s.id",
             (cls,))
@@ -350,28 +366,28 @@ class HistoryStore:
         key: SeriesKey | None = None
         found: dict[int, SeriesPoint] = {}
         for (sid, kind, bench, model, tool, task, config, bid, status, samples, median,
-             spread, se, df) in rows:
+             spread, se, df, speedup, odd) in rows:
             if sid != current:
                 if key is not None and key.kind in wanted:
                     yield assemble_series(key, found, class_builds, fates)
                 current, found = sid, {}
-                key = SeriesKey(cls, kind, bench, model, tool, task, config)
+                key = SeriesKey(cls, Kind(kind), bench, model, tool, task, config)
             if kind in wanted:
-                found[bid] = SeriesPoint(by_id[bid], status, tuple(json.loads(samples)),
-                                         median if median is not None else math.nan,
-                                         spread if spread is not None else math.nan,
-                                         detectable_effect(se, df))
+                found[bid] = SeriesPoint(by_id[bid], CellStatus(status),
+                                         tuple(json.loads(samples)), _float(median),
+                                         _float(spread), detectable_effect(se, df),
+                                         _float(speedup), int(odd))
         if key is not None and key.kind in wanted:
             yield assemble_series(key, found, class_builds, fates)
 
-    def _cell_fates(self, cls: str) -> dict[tuple[int, str, str, str], str]:
+    def _cell_fates(self, cls: str) -> dict[tuple[int, str, str, str], CellStatus]:
         """(build id, model, tool, task) -> the status of a cell that ended badly before any
-        compile value (its compile point carries the cell's status and no samples)."""
-        return {(bid, model, tool, task): status for bid, model, tool, task, status in
-                self._db.execute(
+        compile value (its compile point is marked `fate`)."""
+        return {(bid, model, tool, task): CellStatus(status)
+                for bid, model, tool, task, status in self._db.execute(
                     "SELECT p.build_id, s.model, s.tool, s.task, p.status FROM series s "
                     "JOIN points p ON p.series_id = s.id WHERE s.machine_class = ? AND "
-                    "s.kind = 'compile' AND p.status != 'ok' AND p.samples = '[]'", (cls,))}
+                    "p.fate = 1", (cls,))}
 
     def index_dump(self) -> list[tuple[Any, ...]]:
         """The index's content without its row ids, in a fixed order: what an incremental

@@ -120,8 +120,8 @@ def teardown_levels(cells: list[dict[str, str]]) -> list[dict[str, Any]]:
     for cell in cells:
         baseline = torch.cuda.memory_allocated()
         levels: list[int] = []
-        spec = CellSpec(cell["model"], cell["tool"], cell["task"], cell["module_path"],
-                        values=3, warmups=1, min_time=0.005)
+        spec = CellSpec(model=cell["model"], tool=cell["tool"], task=cell["task"],
+                        module_path=cell["module_path"], values=3, warmups=1, min_time=0.005)
         result = worker_cell.run_cell(
             spec, on_config=lambda _: levels.append(torch.cuda.memory_allocated()))
         out.append({
