@@ -293,6 +293,11 @@ def cuda_tool_names(definitions_dir: str) -> list[str]:
 
 # -- running the sections --------------------------------------------------------------------
 
+# How long before its cap a process is asked to stop: a run then writes what it measured
+# (it kills its worker and writes one file, in a second or two).
+_TERM_GRACE_S = 10.0
+
+
 class _SectionFailed(Exception):
     """A section's process failed or ran past its cap; the message says which and how."""
 
@@ -300,19 +305,20 @@ class _SectionFailed(Exception):
 def _run_capped(argv: list[str], cap_s: float, cwd: Path = ROOT,
                 env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess[str],
                                                              bool]:
-    """Run `argv` (in environment `env`, None: this one) for at most `cap_s` seconds; past
-    the cap it gets SIGTERM (so that a run writes what it measured), then SIGKILL. Returns
-    the process and whether it was capped."""
+    """Run `argv` (in environment `env`, None: this one) for at most `cap_s` seconds: near
+    the cap it gets SIGTERM (so that a run writes what it measured), at the cap SIGKILL.
+    Returns the process and whether it was capped."""
+    grace = min(_TERM_GRACE_S, max(0.0, cap_s) / 2)
     proc = subprocess.Popen(argv, cwd=cwd, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:
-        out, err = proc.communicate(timeout=max(1.0, cap_s))
+        out, err = proc.communicate(timeout=max(0.5, cap_s - grace))
         return subprocess.CompletedProcess(argv, proc.returncode, out, err), False
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
-            out, err = proc.communicate(timeout=30)
+            out, err = proc.communicate(timeout=max(0.5, grace))
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             out, err = proc.communicate()
@@ -357,7 +363,7 @@ class Kit:
         proc, capped = _run_capped([self.python, "-m", "kscperf.worker.gpuprobe", section,
                                     str(out), *args], cap_s, env=worker_environment())
         if capped:
-            raise _SectionFailed(f"the {section} probe ran past its {cap_s:.0f} s cap")
+            raise _SectionFailed(f"the {section} probe ran past its {cap_s:g} s cap")
         if proc.returncode != 0:
             raise _SectionFailed(f"the {section} probe exited {proc.returncode}: "
                                  f"{_tail(proc.stderr)}")
@@ -420,8 +426,10 @@ class Kit:
         """The shipped suite at --fast on every CUDA tool, through `run-benchmarks`."""
         tools = cuda_tool_names(str(ROOT / "bench_defs"))
         out = self.work / "suite.json"
+        t0 = time.perf_counter()
         listed, _ = _run_capped([self.python, "-m", "kscperf", "list", "--tools",
-                                 ",".join(tools)], 60)
+                                 ",".join(tools)], min(30.0, cap_s / 4))
+        cap_s -= time.perf_counter() - t0
         # One line per planned cell on stdout (the count goes to stderr).
         planned = (sum(1 for line in listed.stdout.splitlines() if line.strip())
                    if listed.returncode == 0 else None)

@@ -67,6 +67,14 @@ def test_a_cpu_run_prints_each_check_and_writes_both_reports(tmp_path: Path) -> 
     assert doc["facts_before"]["cuda_available"] is False
 
 
+def test_a_section_past_its_cap_is_stopped_and_is_one_failed_line(tmp_path: Path) -> None:
+    kit = gpucheck.Kit("cpu", str(tmp_path))
+    kit.guarded("agreement", kit.agreement, 0.5, "quick")
+    (check,) = kit.report.checks
+    assert check == Check("agreement", Status.FAIL, "the agreement probe ran past its 0.5 s cap")
+    assert "agreement" not in kit.report.tables
+
+
 def test_the_agreement_harness_times_each_workload_with_each_timer_per_round() -> None:
     rows = timers.measure_agreement("cpu", "quick", rounds=2, min_time=0.002)
     assert [(r.workload, r.bound) for r in rows] == [
