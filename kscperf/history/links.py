@@ -273,8 +273,9 @@ def link_changes(series: Series, links: dict[int, Link], *,
         if series.points[i - 1].status != "ok" or series.points[i].status != "ok":
             continue
         direction = stats.effect_direction(link.ratio, min_effect)
-        if direction:
-            changes.append(Change("slower" if direction > 0 else "faster", i - 1, i,
+        if direction is not stats.Direction.SAME:
+            slower = direction is stats.Direction.SLOWER
+            changes.append(Change("slower" if slower else "faster", i - 1, i,
                                   link.ratio, link.low, link.high, link.p_value, LINK_DETAIL,
                                   min_effect=min_effect))
     return changes, covered
