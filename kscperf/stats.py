@@ -320,6 +320,29 @@ def effect_direction(ratio: float, min_effect: float = DEFAULT_MIN_EFFECT) -> Di
     return Direction.SAME
 
 
+def beyond_effect_p_value(ratio: float, se_log: float, df: float, *,
+                          min_effect: float = DEFAULT_MIN_EFFECT) -> float:
+    """The two-sided p-value of the t-test (`df` degrees of freedom, normal when infinite)
+    that log(ratio) equals the minimum effect on its own side, log(1 + `min_effect`) for a
+    ratio above 1 and -log(1 + `min_effect`) below: small only when the change is beyond the
+    minimum effect, not merely different from none. A null of "no difference" would let a
+    real change inside the minimum effect (on a busy machine, a lockstep bias of 1-2 %)
+    pass whenever noise pushed its estimate past the effect. 1 for a ratio that is not
+    positive and finite or a standard error that is not finite; with se 0, 0 beyond the
+    effect and 1 at or within it."""
+    if not (ratio > 0 and math.isfinite(ratio) and se_log >= 0 and math.isfinite(se_log)):
+        return 1.0
+    log_ratio = math.log(ratio)
+    distance = abs(log_ratio) - math.log1p(min_effect)
+    if se_log == 0.0:
+        return 0.0 if distance > 0 else 1.0
+    from scipy import stats as sps
+
+    spread = abs(distance) / se_log
+    tail = sps.norm.sf(spread) if not math.isfinite(df) else sps.t.sf(spread, df)
+    return min(1.0, float(2.0 * tail))
+
+
 def min_detectable_effect(se_log: float, df: float, *, alpha: float = ALPHA,
                           power: float = DEFAULT_POWER) -> float:
     """The smallest relative change (0.1 = 10 %) that a two-sided test at `alpha` would find
