@@ -14,7 +14,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 from kscperf.launch import Launcher
 from kscperf.lockstep import TurnPipes
@@ -22,7 +22,8 @@ from kscperf.outcome import classify_outcome, skipped_result
 from kscperf.plan import PlannedCell
 from kscperf.spec import CellResult, CellSpec, TimingProfile
 
-__all__ = ["RunOptions", "Progress", "OnResult", "run_cells", "run_cells_lockstep"]
+__all__ = ["RunOptions", "Progress", "OnResult", "MoreRounds", "run_cells",
+           "run_cells_lockstep"]
 
 # A worker's clock runs on while it waits for its partner's turns: twice the time, so that a
 # build as slow as its timeout allows is not killed for the other.
@@ -62,6 +63,10 @@ class Progress:
 
 # Called with the index of the build (0 alone; 0 or 1 in lockstep) and the progress.
 OnResult = Callable[[int, Progress], None]
+
+# Asked, once the rounds given are done and after each further round, for the next one:
+# (process index, cell) pairs; empty ends the run (`ab --until-resolved`).
+MoreRounds = Callable[[], list[tuple[int, PlannedCell]]]
 
 
 def _timeout_for(cell: PlannedCell, options: RunOptions) -> float | None:
@@ -107,29 +112,42 @@ def _launch_cell(launcher: Launcher, cell: PlannedCell, spec: CellSpec, stem: st
 def _run_rounds(todo: list[tuple[int, PlannedCell]], options: RunOptions,
                 loops: tuple[_Loops, ...], prefix: str,
                 run_one: Callable[[int, PlannedCell, str], tuple[CellResult, ...]],
-                on_result: OnResult | None) -> tuple[list[CellResult], ...]:
+                on_result: OnResult | None, more: MoreRounds | None = None
+                ) -> tuple[list[CellResult], ...]:
     """The one loop of every schedule: each (process index, cell) in order, cells the plan
-    skipped without a worker, calibrated loops remembered per build, progress after each."""
+    skipped without a worker, calibrated loops remembered per build, progress after each;
+    then, while `more` gives further rounds, those."""
     out: tuple[list[CellResult], ...] = tuple([] for _ in loops)
     t_start = time.perf_counter()
     # A worker killed on Ctrl-C may still finish a write while the folder is removed: that
     # must not turn the interrupt into an error, and lose the run's exit status 130.
     with tempfile.TemporaryDirectory(prefix=prefix, ignore_cleanup_errors=True) as tmp:
-        for index, (process_index, cell) in enumerate(todo):
+        for index, (process_index, cell) in enumerate(_rounds_and_more(todo, more)):
             if cell.skip_reason:
                 done = tuple(skipped_result(_cell_spec(cell, process_index, options, build_loops),
                                             cell.skip_reason) for build_loops in loops)
             else:
                 done = run_one(process_index, cell, os.path.join(tmp, f"{index:05d}"))
             elapsed = time.perf_counter() - t_start
-            eta = elapsed / (index + 1) * (len(todo) - index - 1)
+            total = max(len(todo), index + 1)
+            eta = elapsed / (index + 1) * (total - index - 1) if index < len(todo) else None
             for build, result in enumerate(done):
                 _remember_loops(loops[build], result)
                 out[build].append(result)
                 if on_result is not None:
-                    on_result(build, Progress(index + 1, len(todo), cell, process_index,
+                    on_result(build, Progress(index + 1, total, cell, process_index,
                                               result, elapsed, eta))
     return out
+
+
+def _rounds_and_more(todo: list[tuple[int, PlannedCell]], more: MoreRounds | None
+                     ) -> Iterator[tuple[int, PlannedCell]]:
+    yield from todo
+    while more is not None:
+        further = more()
+        if not further:
+            return
+        yield from further
 
 
 def run_cells(rounds: list[tuple[int, PlannedCell]], options: RunOptions, launcher: Launcher,
@@ -155,13 +173,14 @@ def run_cells(rounds: list[tuple[int, PlannedCell]], options: RunOptions, launch
 
 def run_cells_lockstep(rounds: list[tuple[int, PlannedCell]], options: RunOptions,
                        launchers: tuple[Launcher, Launcher], *,
-                       on_result: OnResult | None = None
+                       on_result: OnResult | None = None, more: MoreRounds | None = None
                        ) -> tuple[list[CellResult], list[CellResult]]:
     """Run every (process index, cell) of `rounds` in two builds at once, one launcher per
     build: the two workers of a pair take turns, one timed value each, so that both builds
     meet the same state of the machine; nothing else of one runs while the other times.
     The build that starts alternates with the process index. Returns each build's results
-    in `rounds` order; `on_result(build_index, progress)` is told of each as it ends."""
+    in `rounds` order; `on_result(build_index, progress)` is told of each as it ends.
+    After `rounds`, the rounds `more` gives are run the same way, until it gives none."""
     loops: tuple[_Loops, _Loops] = ({}, {})
     for launcher in launchers:
         # Both fork servers up before the first pair, so that neither's imports run beside
@@ -172,7 +191,7 @@ def run_cells_lockstep(rounds: list[tuple[int, PlannedCell]], options: RunOption
         return _run_pair(launchers, cell, process_index, options, loops, stem,
                          first=process_index % 2)
 
-    base, new = _run_rounds(rounds, options, loops, "kscperf-ab-", run_one, on_result)
+    base, new = _run_rounds(rounds, options, loops, "kscperf-ab-", run_one, on_result, more)
     return base, new
 
 
