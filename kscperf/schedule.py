@@ -173,21 +173,33 @@ def run_cells(rounds: list[tuple[int, PlannedCell]], options: RunOptions, launch
 
 def run_cells_lockstep(rounds: list[tuple[int, PlannedCell]], options: RunOptions,
                        launchers: tuple[Launcher, Launcher], *,
-                       on_result: OnResult | None = None, more: MoreRounds | None = None
+                       on_result: OnResult | None = None, more: MoreRounds | None = None,
+                       fresh_zygotes: bool = False
                        ) -> tuple[list[CellResult], list[CellResult]]:
     """Run every (process index, cell) of `rounds` in two builds at once, one launcher per
     build: the two workers of a pair take turns, one timed value each, so that both builds
     meet the same state of the machine; nothing else of one runs while the other times.
     The build that starts alternates with the process index. Returns each build's results
     in `rounds` order; `on_result(build_index, progress)` is told of each as it ends.
-    After `rounds`, the rounds `more` gives are run the same way, until it gives none."""
+    After `rounds`, the rounds `more` gives are run the same way, until it gives none.
+    `fresh_zygotes` restarts both launchers whenever the process index changes (a new
+    round): every worker of a zygote inherits its memory layout, which can make one build
+    of an A/A pair a few percent faster for a whole run, and only fresh zygotes turn that
+    into noise that varies from pair to pair."""
     loops: tuple[_Loops, _Loops] = ({}, {})
     for launcher in launchers:
         # Both fork servers up before the first pair, so that neither's imports run beside
         # the other build's first timed values.
         launcher.start()
+    last_index = [0]
 
     def run_one(process_index: int, cell: PlannedCell, stem: str) -> tuple[CellResult, ...]:
+        if fresh_zygotes and process_index != last_index[0]:
+            for launcher in launchers:
+                launcher.close()
+            for launcher in launchers:
+                launcher.start()
+        last_index[0] = process_index
         return _run_pair(launchers, cell, process_index, options, loops, stem,
                          first=process_index % 2)
 

@@ -319,7 +319,8 @@ class Session:
         options = self.config.run_options(self.profile)
         if self.lockstep:
             schedule.run_cells_lockstep(rounds, options, (launchers[0], launchers[1]),
-                                        on_result=on_result, more=more)
+                                        on_result=on_result, more=more,
+                                        fresh_zygotes=self.config.until_resolved)
         else:
             schedule.run_cells(rounds, options, launchers[0], on_result=on_result,
                                prior=self.prior)

@@ -17,7 +17,8 @@ TORCH_FREE = ["kscperf", "kscperf.api", "kscperf.cli", "kscperf.session", "kscpe
               "kscperf.lockstep", "kscperf.names", "kscperf.results", "kscperf.compare",
               "kscperf.report", "kscperf.definitions", "kscperf.spec", "kscperf.errors",
               "kscperf.envinfo", "kscperf.tools", "kscperf.measure", "kscperf.history",
-              "kscperf.dashboard", "kscperf.sparklines"]
+              "kscperf.dashboard", "kscperf.sparklines", "kscperf.sequential",
+              "kscperf.resolve"]
 
 
 @pytest.mark.parametrize("module", TORCH_FREE)
