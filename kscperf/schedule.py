@@ -195,16 +195,24 @@ def run_cells_lockstep(rounds: list[tuple[int, PlannedCell]], options: RunOption
 
     def run_one(process_index: int, cell: PlannedCell, stem: str) -> tuple[CellResult, ...]:
         if fresh_zygotes and process_index != last_index[0]:
-            for launcher in launchers:
-                launcher.close()
-            for launcher in launchers:
-                launcher.start()
+            _restart(launchers)
         last_index[0] = process_index
         return _run_pair(launchers, cell, process_index, options, loops, stem,
                          first=process_index % 2)
 
     base, new = _run_rounds(rounds, options, loops, "kscperf-ab-", run_one, on_result, more)
     return base, new
+
+
+def _restart(launchers: tuple[Launcher, Launcher]) -> None:
+    """Both launchers closed and started afresh, the two starts side by side: nothing is
+    timed meanwhile, and each start is an import of torch."""
+    for launcher in launchers:
+        launcher.close()
+    other = threading.Thread(target=launchers[1].start, daemon=True)
+    other.start()
+    launchers[0].start()
+    other.join()
 
 
 def _run_pair(launchers: tuple[Launcher, Launcher], cell: PlannedCell, process_index: int,
