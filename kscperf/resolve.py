@@ -10,7 +10,6 @@ launches nothing: `schedule` runs the rounds it returns.
 
 from __future__ import annotations
 
-import math
 import statistics
 import time
 from dataclasses import dataclass
@@ -170,5 +169,4 @@ def _cell_state(cell: PlannedCell, pairs: list[tuple[CellResult, CellResult]],
         if values:
             names.append(benchmark_name(cell.model.name, cell.tool, cell.task, config.config))
             estimates.append(sequential.compare_sequential_pairs(values, alpha=alpha))
-    return _CellState(cell, len(pairs), pair_s, names, estimates,
-                      done=not names or math.isnan(pair_s))
+    return _CellState(cell, len(pairs), pair_s, names, estimates, done=not names)

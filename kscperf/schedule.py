@@ -182,23 +182,31 @@ def run_cells_lockstep(rounds: list[tuple[int, PlannedCell]], options: RunOption
     The build that starts alternates with the process index. Returns each build's results
     in `rounds` order; `on_result(build_index, progress)` is told of each as it ends.
     After `rounds`, the rounds `more` gives are run the same way, until it gives none.
-    `fresh_zygotes` restarts both launchers whenever the process index changes (a new
-    round): every worker of a zygote inherits its memory layout, which can make one build
-    of an A/A pair a few percent faster for a whole run, and only fresh zygotes turn that
-    into noise that varies from pair to pair."""
+    `fresh_zygotes` restarts both launchers at the start of a round (a new process index)
+    once the pairs since the last start took at least as long as that start did: every
+    worker of a zygote inherits its memory layout, which can make one build of an A/A pair
+    a few percent faster for a whole run, and fresh zygotes turn that into noise that varies
+    between pairs, at no more than half the wall time (docs/method.md, "Fresh zygotes")."""
     loops: tuple[_Loops, _Loops] = ({}, {})
+    t0 = time.perf_counter()
     for launcher in launchers:
         # Both fork servers up before the first pair, so that neither's imports run beside
         # the other build's first timed values.
         launcher.start()
-    last_index = [0]
+    # [process index of the last pair, seconds of the last start, seconds of pairs since]
+    zygotes = [0, time.perf_counter() - t0, 0.0]
 
     def run_one(process_index: int, cell: PlannedCell, stem: str) -> tuple[CellResult, ...]:
-        if fresh_zygotes and process_index != last_index[0]:
+        if fresh_zygotes and process_index != zygotes[0] and zygotes[2] >= zygotes[1]:
+            t_restart = time.perf_counter()
             _restart(launchers)
-        last_index[0] = process_index
-        return _run_pair(launchers, cell, process_index, options, loops, stem,
+            zygotes[1:] = [time.perf_counter() - t_restart, 0.0]
+        zygotes[0] = process_index
+        t_pair = time.perf_counter()
+        pair = _run_pair(launchers, cell, process_index, options, loops, stem,
                          first=process_index % 2)
+        zygotes[2] += time.perf_counter() - t_pair
+        return pair
 
     base, new = _run_rounds(rounds, options, loops, "kscperf-ab-", run_one, on_result, more)
     return base, new
