@@ -93,6 +93,11 @@ class Resolver:
         self._on_look = on_look
         self._clock = clock
         self._t0 = clock()
+        # When the last round was asked for, and what its pairs were expected to cost: the
+        # rest of its wall time (zygote restarts, launching, reading results) is charged
+        # to the next round too.
+        self._asked_at = self._t0
+        self._expected_s = 0.0
 
     def more(self) -> list[tuple[int, PlannedCell]]:
         """The next round: (process index, cell) for one more pair of every cell still
@@ -100,9 +105,12 @@ class Resolver:
         pair so far; empty when every cell is resolved or no pair fits."""
         states = self._states()
         resolutions = self._resolutions(states)
-        elapsed = self._clock() - self._t0
-        left = self._budget_s - elapsed
+        now = self._clock()
+        elapsed = now - self._t0
+        overhead = max(0.0, now - self._asked_at - self._expected_s) if self._expected_s else 0.0
+        left = self._budget_s - elapsed - overhead
         todo: list[tuple[int, PlannedCell]] = []
+        expected_s = 0.0
         open_benchmarks: list[OpenBenchmark] = []
         for state in states:
             open_here = [(name, e) for name, e, r in zip(state.names, state.estimates,
@@ -115,7 +123,9 @@ class Resolver:
                                 for name, e in open_here]
             if state.pair_s <= left:
                 left -= state.pair_s
+                expected_s += state.pair_s
                 todo.append((state.pairs, state.cell))
+        self._asked_at, self._expected_s = now, expected_s
         total = sum(len(s.names) for s in states)
         if self._on_look is not None:
             self._on_look(Look(tuple(open_benchmarks), total - len(open_benchmarks), total,

@@ -217,3 +217,23 @@ def test_resolver_spends_nothing_on_a_cell_that_failed() -> None:
                         clock=_Clock(), on_look=looks.append)
     assert [cell.name for _, cell in resolver.more()] == ["work/pt/inference"]
     assert [b.name for b in looks[-1].open] == ["work/pt/inference/4096"]
+
+
+def test_resolver_charges_what_a_round_cost_beyond_its_pairs_to_the_next() -> None:
+    """Zygote restarts and launching cost wall time the pairs' own times do not show: a run
+    whose every round costs 5 s more than its pairs still ends within the budget."""
+    cells, clock = _cells(), _Clock()
+    gathered: list[list[CellResult]] = [[], []]
+    rng = random.Random(13)
+    resolver = Resolver(cells, gathered, min_effect=MIN_EFFECT, budget_s=60, clock=clock)
+    ratios = {"work/pt/inference": 1 + MIN_EFFECT, "work/ptnice/inference": 1 + MIN_EFFECT}
+    for index in range(3):
+        for name, ratio in ratios.items():
+            _add_pair(gathered, name, index, ratio, rng)
+            clock.now += 2.0
+    while todo := resolver.more():
+        clock.now += 5.0
+        for index, cell in todo:
+            _add_pair(gathered, cell.name, index, ratios[cell.name], rng)
+            clock.now += 2.0
+    assert 50 < clock.now <= 60
