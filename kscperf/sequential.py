@@ -27,7 +27,9 @@ machine's state moves one order statistic, not the interval. Why it fits: docs/m
 
 from __future__ import annotations
 
+import bisect
 import enum
+import functools
 import math
 import statistics
 from dataclasses import dataclass
@@ -76,6 +78,7 @@ def log_e_value(n: int, k: int) -> float:
             + n * math.log(2.0))
 
 
+@functools.lru_cache(maxsize=4096)
 def admissible_counts(n: int, alpha: float = stats.ALPHA) -> tuple[int, int]:
     """(lowest, highest) count k of pair numbers at or under a candidate median that the
     sequence keeps after `n` pairs (M_n(k) < 1 / alpha); the kept counts are every k
@@ -97,20 +100,24 @@ def estimate_sequence(logs: Sequence[float], *, alpha: float = stats.ALPHA
     when the interval excludes a ratio of 1. `se_log` is the interval's half-width over
     1.96 (what a geometric mean's interval uses; NaN while unbounded), `df` is n - 1. NaN
     throughout for no pair."""
-    n = len(logs)
-    if n == 0:
+    if not logs:
         nan = math.nan
         return stats.RatioEstimate(nan, nan, nan, nan, nan, nan, METHOD, 0, 0)
-    ordered = sorted(logs)
+    return _estimate_ordered(sorted(logs), alpha)
+
+
+def _estimate_ordered(ordered: list[float], alpha: float) -> stats.RatioEstimate:
+    """`estimate_sequence` of pair numbers given in ascending order (at least one)."""
+    n = len(ordered)
     k_low, k_high = admissible_counts(n, alpha)
     # Candidates m with k(m) = #{d <= m} = j fill [d_(j), d_(j+1)) (1-based).
     low = math.exp(ordered[k_low - 1]) if k_low >= 1 else 0.0
     high = math.exp(ordered[k_high]) if k_high < n else math.inf
-    at_or_under_zero = sum(d <= 0.0 for d in logs)
+    at_or_under_zero = bisect.bisect_right(ordered, 0.0)
     p_value = min(1.0, math.exp(-log_e_value(n, at_or_under_zero)))
     bounded = low > 0 and math.isfinite(high)
     se = math.log(high / low) / (2 * 1.96) if bounded else math.nan
-    return stats.RatioEstimate(math.exp(statistics.median(logs)), low, high, p_value, se,
+    return stats.RatioEstimate(math.exp(statistics.median(ordered)), low, high, p_value, se,
                                float(n - 1), METHOD, n, n)
 
 
@@ -183,11 +190,13 @@ def walk_sequence(logs: Sequence[float], *, min_effect: float, first_look: int =
     if not logs:
         raise ValueError("a sequence of pair numbers needs at least one")
     n = min(max(first_look, 1), len(logs))
+    ordered = sorted(logs[:n])
     while True:
-        estimate = estimate_sequence(logs[:n], alpha=alpha)
+        estimate = _estimate_ordered(ordered, alpha)
         state = resolve([estimate], min_effect=min_effect, alpha=alpha)[0]
         if state is not Resolution.OPEN or n == len(logs):
             break
+        bisect.insort(ordered, logs[n])
         n += 1
     direction = stats.classify_change(estimate.ratio, estimate.p_value, min_effect=min_effect,
                                       alpha=alpha)
