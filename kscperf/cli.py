@@ -241,8 +241,9 @@ def _add_history(sub: Any) -> None:
         description="A history store keeps results files in build order with an SQLite "
                     "index; see docs/dashboard.md.")
     actions = hist.add_subparsers(dest="action", metavar="ACTION", required=True)
-    add = actions.add_parser("add", help="add results files to the store (all or none)")
-    add.add_argument("files", nargs="+", metavar="FILE")
+    add = actions.add_parser("add", help="add results files, or ab -o folders with their "
+                                         "lockstep links, to the store (all or none)")
+    add.add_argument("files", nargs="+", metavar="FILE|DIR")
     _add_store(add)
     add.add_argument("--machine", metavar="CLASS",
                      help="the machine class of these files (default: their host)")
