@@ -20,6 +20,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Hashable, Mapping, Sequence, TypeVar
 
 from kscperf import stats
+from kscperf.serieslevels import (
+    MIN_BUILDS_AS_UNITS,
+    MIN_DIFFERENCES,
+    NOISE_FLOOR,
+    OK,
+    BuildPoint,
+    LevelSeries,
+    detectable_step,
+    environment_spans,
+    level_noise_sd,
+    level_series,
+    per_build_min_detectable,
+    usable_samples,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -35,22 +49,15 @@ __all__ = [
     "detect_series",
     "control_fdr",
     "series_min_detectable",
+    "detectable_step",
     "segments",
 ]
-
-# The status whose values give a series its level; other statuses are events, not levels.
-_OK = "ok"
 
 # Binary segmentation splits a stretch of builds while the split explains more than this many
 # times log(builds) of the build-to-build noise variance: Schwarz's log n per parameter
 # (BIC/SIC), tripled for heavier tails than a normal's. It only proposes cuts: the tests
 # decide, so a generous search costs time, not false changes.
 SEARCH_PENALTY = 3.0
-
-# Fewest differences of consecutive builds from which the build-to-build spread is
-# estimated for the minimum detectable effect; in a shorter history one step would be most
-# of the estimate, and only the builds' own minimum detectable effects count.
-_MIN_DIFFERENCES = 10
 
 # A build whose level is this many noise standard deviations away from each of its
 # neighbours (two on each side), in the same direction, is a blip: an outlier.
@@ -60,44 +67,12 @@ BLIP_SDS = 4.0
 # that differs and reverts is an outlier, not a change.
 MIN_SIDE_BUILDS = 2
 
-# Fewest builds on each side of a step for the builds to be the unit of replication of its
-# test; with fewer, Welch's t on per-build medians has under 5 degrees of freedom on a side
-# and can detect little, so the sides' processes are pooled (see `_step_estimate`).
-MIN_BUILDS_AS_UNITS = 6
-
 # An environment segment with fewer usable builds than this is a short history: its single
 # best split is always tested (the search's noise estimate needs more builds), and a side
 # that reaches the segment's edge may hold one build.
 SHORT_HISTORY = 2 * MIN_SIDE_BUILDS + 1
 
-# MAD to standard deviation for normal data.
-_MAD_TO_SD = 1.4826
-
-# Differences of consecutive levels beyond this many (robust) standard deviations are steps
-# or blips, left out of the noise estimate; the variance of a standard normal truncated to
-# +-_TRIM is _TRIMMED_VARIANCE: 1 - 2 c phi(c) / (2 Phi(c) - 1) at c = 3.
-_TRIM = 3.0
-_TRIMMED_VARIANCE = 0.9733
-
 _Key = TypeVar("_Key", bound=Hashable)
-
-
-@dataclass(frozen=True)
-class BuildPoint:
-    """One build's data in one series.
-
-    `samples` are the build's per-process medians (seconds, bytes...), empty when none is
-    usable; `status` the cell status ("ok", "incorrect", "failed", "timeout", ...; "missing"
-    when absent); `environment` a fingerprint whose change between builds is an environment
-    event, `environment_detail` its text for humans; `min_detectable` the build's minimum
-    detectable effect as a fraction (0.05 = 5 %), if known.
-    """
-
-    samples: tuple[float, ...]
-    status: str
-    environment: str
-    environment_detail: str = ""
-    min_detectable: float | None = None
 
 
 @dataclass(frozen=True)
@@ -131,38 +106,6 @@ class Change:
         return self.kind in ("slower", "faster")
 
 
-@dataclass(frozen=True)
-class _Series:
-    """The builds of one environment segment that give the level: status ok with at least
-    one usable sample. `index` maps a position here to the build's index in the series."""
-
-    index: tuple[int, ...]
-    samples: tuple[tuple[float, ...], ...]
-    levels: np.ndarray  # each build's level: the mean log of its per-process medians
-    newest: bool  # the segment is the series' last: its last build may open a change alone
-
-
-def _usable_samples(point: BuildPoint) -> tuple[float, ...]:
-    # Logs need positive finite numbers; NaN marks a value the run could not give.
-    return tuple(float(v) for v in point.samples
-                 if isinstance(v, (int, float)) and math.isfinite(v) and v > 0)
-
-
-def _environment_spans(points: Sequence[BuildPoint]) -> list[tuple[int, int]]:
-    """[start, end) index ranges of builds sharing one environment. A build without a
-    fingerprint (a missing cell) belongs to the span around it."""
-    spans: list[tuple[int, int]] = []
-    start, current = 0, ""
-    for i, point in enumerate(points):
-        if point.environment and current and point.environment != current:
-            spans.append((start, i))
-            start = i
-        if point.environment:
-            current = point.environment
-    spans.append((start, len(points)))
-    return spans
-
-
 def _environment_events(points: Sequence[BuildPoint],
                         spans: list[tuple[int, int]]) -> list[Change]:
     events = []
@@ -181,91 +124,24 @@ def _status_events(points: Sequence[BuildPoint]) -> list[Change]:
             for i in range(1, len(points)) if points[i].status != points[i - 1].status]
 
 
-def _level_series(points: Sequence[BuildPoint], spans: list[tuple[int, int]]
-                  ) -> list[_Series]:
-    """The builds that give the level, per environment span. One pass of numpy over all
-    samples: a 365-build series must take well under a millisecond here."""
-    import numpy as np
-
-    ok = [i for i, p in enumerate(points) if p.status == _OK and p.samples]
-    raw = [points[i].samples for i in ok]
-    counts = np.array([len(r) for r in raw], dtype=int)
-    values = np.fromiter((v for r in raw for v in r), dtype=float, count=int(counts.sum()))
-    with np.errstate(invalid="ignore"):
-        usable = np.isfinite(values) & (values > 0)
-    logs = np.log(np.where(usable, values, 1.0), where=usable, out=np.zeros_like(values))
-    ends = np.cumsum(counts)
-    n_usable = np.diff(np.concatenate(([0], np.cumsum(usable)[ends - 1] if ends.size else [])))
-    sums = np.diff(np.concatenate(([0.0], np.cumsum(logs)[ends - 1] if ends.size else [])))
-    out = []
-    for k, (start, end) in enumerate(spans):
-        kept = [j for j, i in enumerate(ok) if start <= i < end and n_usable[j] > 0]
-        out.append(_Series(
-            tuple(ok[j] for j in kept),
-            tuple(raw[j] if n_usable[j] == counts[j] else _usable_samples(points[ok[j]])
-                  for j in kept),
-            sums[kept] / n_usable[kept], k == len(spans) - 1))
-    return out
-
-
-def _level_noise_sd(series_list: Sequence[_Series]) -> tuple[float, int]:
-    """The standard deviation of one build's log level around its segment's level, from the
-    median absolute difference of consecutive builds (robust to steps and blips), with the
-    number of differences it rests on; (NaN, 0) with fewer than 2."""
-    import numpy as np
-
-    diffs = [np.diff(s.levels) for s in series_list if len(s.index) >= 2]
-    d = np.concatenate(diffs) if diffs else np.empty(0)
-    if d.size < 2:
-        return math.nan, int(d.size)
-    rough = _MAD_TO_SD * float(np.median(np.abs(d)))
-    # The MAD is robust but wastes two thirds of the data; the root mean square of the
-    # differences within _TRIM rough sds (steps and blips fall outside), corrected for the
-    # trimming, is robust too and about as precise as a plain standard deviation.
-    inside = d[np.abs(d) <= _TRIM * rough]
-    if rough == 0.0 or inside.size < 2:
-        return rough / math.sqrt(2.0), int(d.size)
-    sd = math.sqrt(float(np.mean(inside * inside)) / _TRIMMED_VARIANCE)
-    return sd / math.sqrt(2.0), int(inside.size)
-
-
-def _per_build_min_detectable(points: Sequence[BuildPoint], alpha: float) -> float:
-    """The median of the builds' own minimum detectable effects; where none is given, that
-    of the median within-build spread (what `compare` would say of one build)."""
-    given = [p.min_detectable for p in points if p.min_detectable is not None
-             and math.isfinite(p.min_detectable)]
-    if given:
-        return statistics.median(given)
-    spreads = []
-    for p in points:
-        logs = [math.log(v) for v in _usable_samples(p)]
-        if p.status == _OK and len(logs) >= stats.MIN_PROCESSES:
-            spreads.append((statistics.variance(logs), len(logs)))
-    if not spreads:
-        return math.nan
-    variance = statistics.median(v for v, _ in spreads)
-    k = statistics.median(n for _, n in spreads)
-    return stats.min_detectable_effect(math.sqrt(2.0 * variance / k), 2.0 * (k - 1),
-                                       alpha=alpha)
-
-
 def series_min_detectable(points: Sequence[BuildPoint], *, alpha: float = stats.ALPHA
                           ) -> float:
     """The series' own minimum detectable effect (0.05 = 5 %): the larger of what one build's
     processes allow (`stats.min_detectable_effect`, as `compare` reports it) and what the
     build-to-build spread of the series allows for one build against the next (once the
-    series has 10 consecutive pairs of usable builds). NaN when neither can be estimated. No
-    step smaller than this is reported."""
-    return _min_detectable(points, _level_series(points, _environment_spans(points)), alpha)
+    series has 10 consecutive pairs of usable builds). NaN when neither can be estimated.
+    What a step between stretches of fewer than `MIN_BUILDS_AS_UNITS` builds must reach;
+    `detectable_step` is what a series can see."""
+    return _min_detectable(points, level_series(points, environment_spans(points)), alpha)
 
 
-def _min_detectable(points: Sequence[BuildPoint], levels: list[_Series], alpha: float
+def _min_detectable(points: Sequence[BuildPoint], levels: list[LevelSeries], alpha: float
                     ) -> float:
-    sd, n_diffs = _level_noise_sd(levels)
+    sd, n_diffs = level_noise_sd(levels)
     between = (stats.min_detectable_effect(math.sqrt(2.0) * sd, float(n_diffs - 1),
                                            alpha=alpha)
-               if math.isfinite(sd) and n_diffs >= _MIN_DIFFERENCES else math.nan)
-    within = _per_build_min_detectable(points, alpha)
+               if math.isfinite(sd) and n_diffs >= MIN_DIFFERENCES else math.nan)
+    within = per_build_min_detectable(points, alpha)
     finite = [v for v in (between, within) if math.isfinite(v)]
     return max(finite) if finite else math.nan
 
@@ -359,8 +235,10 @@ def _step_estimate(left: Sequence[tuple[float, ...]], right: Sequence[tuple[floa
     t runs on per-build medians and the build, not the process, is the unit of replication
     (builds differ by more than their processes do). With fewer builds on a side, the
     processes of each side are pooled: what `compare` does for two builds. That test
-    ignores the build-to-build spread; the minimum effect, never below the series' own
-    minimum detectable effect, is what keeps it from calling that spread a change."""
+    ignores the build-to-build spread; the minimum effect it must reach, never below what
+    one build against the next can show (`series_min_detectable`), is what keeps it from
+    calling that spread a change. Each build's samples are those of its usual machine state
+    (`serieslevels.level_series`)."""
     if len(left) >= MIN_BUILDS_AS_UNITS and len(right) >= MIN_BUILDS_AS_UNITS:
         return stats.compare_samples(left, right, alpha=alpha)
     return stats.compare_samples([[v] for s in left for v in s],
@@ -372,10 +250,12 @@ class _Step:
     cut: int
     estimate: stats.RatioEstimate
     direction: int  # +1 slower, -1 faster, 0 fails the test or the minimum effect
+    short: bool  # a side has fewer than MIN_BUILDS_AS_UNITS builds
 
 
-def _test_cuts(series: _Series, cuts: list[int], outliers: frozenset[int], min_effect: float,
-               alpha: float, cache: dict[tuple[int, int, int], _Step]) -> list[_Step]:
+def _test_cuts(series: LevelSeries, cuts: list[int], outliers: frozenset[int],
+               min_effect: tuple[float, float], alpha: float,
+               cache: dict[tuple[int, int, int], _Step]) -> list[_Step]:
     """Each cut tested between its neighbouring stretches, outliers left out. Cached by
     (start, cut, end): dropping one cut re-tests only its two neighbours."""
     n = len(series.index)
@@ -386,15 +266,16 @@ def _test_cuts(series: _Series, cuts: list[int], outliers: frozenset[int], min_e
             left = [series.samples[i] for i in range(a, c) if i not in outliers]
             right = [series.samples[i] for i in range(c, b) if i not in outliers]
             est = _step_estimate(left, right, alpha)
-            direction = stats.classify_change(est.ratio, est.p_value, min_effect=min_effect,
-                                              alpha=alpha)
-            cache[(a, c, b)] = _Step(c, est, direction)
+            short = min(len(left), len(right)) < MIN_BUILDS_AS_UNITS
+            direction = stats.classify_change(est.ratio, est.p_value,
+                                              min_effect=min_effect[short], alpha=alpha)
+            cache[(a, c, b)] = _Step(c, est, direction, short)
         steps.append(cache[(a, c, b)])
     return steps
 
 
-def _prune(series: _Series, cuts: list[int], outliers: frozenset[int], min_effect: float,
-           alpha: float) -> list[_Step]:
+def _prune(series: LevelSeries, cuts: list[int], outliers: frozenset[int],
+           min_effect: tuple[float, float], alpha: float) -> list[_Step]:
     """Otava's merge pass: while some cut fails its test (p >= alpha) or the minimum effect,
     drop the weakest (highest p-value) and re-test its neighbours."""
     cache: dict[tuple[int, int, int], _Step] = {}
@@ -447,13 +328,13 @@ def _blips(levels: np.ndarray, noise_sd: float, newest: bool,
     return blips
 
 
-def _without(series: _Series, dropped: np.ndarray) -> _Series:
+def _without(series: LevelSeries, dropped: np.ndarray) -> LevelSeries:
     kept = [i for i in range(len(series.index)) if not dropped[i]]
-    return _Series(tuple(series.index[i] for i in kept), tuple(series.samples[i] for i in kept),
+    return LevelSeries(tuple(series.index[i] for i in kept), tuple(series.samples[i] for i in kept),
                    series.levels[kept], series.newest)
 
 
-def _segment_steps(series: _Series, noise_sd: float, min_effect: float,
+def _segment_steps(series: LevelSeries, noise_sd: float, min_effect: tuple[float, float],
                    alpha: float) -> list[Change]:
     """The steps of one environment segment, as candidate `Change`s."""
     series = _without(series, _blips(series.levels, noise_sd, series.newest,
@@ -473,7 +354,8 @@ def _segment_steps(series: _Series, noise_sd: float, min_effect: float,
         changes.append(Change(
             "slower" if step.direction > 0 else "faster", series.index[before],
             series.index[after], est.ratio, est.low, est.high, est.p_value, "",
-            confirmed=not (series.newest and after == n - 1), min_effect=min_effect))
+            confirmed=not (series.newest and after == n - 1),
+            min_effect=min_effect[step.short]))
     return changes
 
 
@@ -486,28 +368,28 @@ def detect_series(points: Sequence[BuildPoint], *, min_effect: float = stats.DEF
     status "ok" and a usable sample, so a change of environment is only ever an
     "environment" event. Each step's ratio, interval and raw p-value are those of
     `stats.compare_samples` between the stretches on either side (see `_step_estimate`);
-    every step has p < alpha and an effect of at least max(`min_effect`, the series'
-    `series_min_detectable`); each side holds at least `MIN_SIDE_BUILDS` builds, except that
+    every step has p < alpha and an effect of at least `min_effect`, and, where a side has
+    fewer than `MIN_BUILDS_AS_UNITS` builds (the test then pools processes and cannot see
+    the builds' scatter), at least the series' `series_min_detectable`; each side holds at least `MIN_SIDE_BUILDS` builds, except that
     the newest build may open a step alone (`confirmed` False) and a history of fewer than
     `SHORT_HISTORY` builds may have one-build sides. A build that differs and reverts is an
     outlier: never a step, and left out of the levels. Deterministic. The steps still need
     `control_fdr` across the store.
     """
-    spans = _environment_spans(points)
-    levels = _level_series(points, spans)
-    threshold = max(min_effect, _finite_or(_min_detectable(points, levels, alpha), 0.0))
-    sd, _ = _level_noise_sd(levels)
-    noise_sd = max(_finite_or(sd, 0.0), _NOISE_FLOOR)
+    spans = environment_spans(points)
+    levels = level_series(points, spans)
+    # A step tested with builds as the unit needs only the minimum effect: the test sees the
+    # builds' scatter. One tested on pooled processes (a side of fewer builds) does not, so
+    # its effect must also be one that one build against the next could show.
+    threshold = (min_effect,
+                 max(min_effect, _finite_or(_min_detectable(points, levels, alpha), 0.0)))
+    sd, _ = level_noise_sd(levels)
+    noise_sd = max(_finite_or(sd, 0.0), NOISE_FLOOR)
     events = _environment_events(points, spans) + _status_events(points)
     for series in levels:
         events += _segment_steps(series, noise_sd, threshold, alpha)
     order = {"environment": 0, "status": 1, "slower": 2, "faster": 2}
     return sorted(events, key=lambda c: (c.after, order[c.kind], c.before))
-
-
-# A floor under the noise of a log level (1e-6 relative), so that a constant series (peak
-# memory is often deterministic) is not split by floating-point rounding.
-_NOISE_FLOOR = 1e-6
 
 
 def _finite_or(value: float, default: float) -> float:
@@ -560,8 +442,8 @@ def segments(points: Sequence[BuildPoint], changes: Sequence[Change]
                     | {0, len(points)})
     out = []
     for start, end in zip(bounds, bounds[1:]):
-        values = [v for i in range(start, end) if points[i].status == _OK
-                  for v in _usable_samples(points[i])]
+        values = [v for i in range(start, end) if points[i].status == OK
+                  for v in usable_samples(points[i])]
         if values:
             out.append((start, end - 1, statistics.median(values)))
     return out
