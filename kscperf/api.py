@@ -156,11 +156,13 @@ def history_rebuild(store: str = DEFAULT_STORE) -> int:
 
 def history_changes(store: str = DEFAULT_STORE, *, min_effect: float = 0.05) -> list[Any]:
     """Every change found in the history store (`history.HistoryChange`s: slower, faster,
-    environment or status), newest first within each machine class, regressions first."""
+    environment or status), newest first within each machine class, regressions first,
+    each with its series' smallest findable step; and a `too-noisy` entry for each series
+    that cannot see a step of `min_effect`."""
     from kscperf import history
 
     with history.open_store(store) as opened:
-        return history.find_changes(opened, min_effect=min_effect)
+        return history.find_changes(opened, min_effect=min_effect, include_blind=True)
 
 
 def history_check(store: str = DEFAULT_STORE, *, min_effect: float = 0.05) -> Any:

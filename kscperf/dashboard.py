@@ -40,7 +40,9 @@ from kscperf.history import (
     SeriesPoint,
     StoredBuild,
     confirm_commands,
+    detectable_steps,
     find_changes,
+    too_noisy,
 )
 from kscperf.errors import KscperfError
 from kscperf.results import write_text_atomic
@@ -163,6 +165,9 @@ class IndexView:
     changes: list[ChangeView]
     environment: list[EnvironmentView]
     models: list[ModelRow]
+    series_count: int = 0
+    too_noisy: int = 0  # series that cannot see a step of the minimum effect
+    min_effect: str = ""
 
 
 @dataclass(frozen=True)
@@ -199,6 +204,7 @@ class ChartView:
     kind: str
     chart: Markup
     changes: list[ChangeView]
+    sight: str = ""  # the smallest step the series could find now, in words
 
 
 @dataclass(frozen=True)
@@ -475,12 +481,22 @@ def _chart(s: Series, changes: Sequence[HistoryChange]) -> Markup:
         label=f"{_KIND_TITLES.get(kind, kind)} of {s.key.benchmark} on {s.key.machine_class}")
 
 
+def _sight(step: float, min_effect: float) -> str:
+    if math.isnan(step):
+        return "Smallest step it could find now: not known yet (too few builds)."
+    if too_noisy(step, min_effect):
+        return (f"Too noisy to see a {formatting.format_percent(min_effect)} step: the "
+                f"smallest it could find now is {formatting.format_percent(step)}. No change "
+                "shown here is not no change.")
+    return f"Smallest step it could find now: {formatting.format_percent(step)}."
+
+
 def _section(cls: str, series: list[Series], by_series: dict[Any, list[HistoryChange]],
-             page: str) -> SectionView:
+             page: str, sights: dict[Any, float], min_effect: float) -> SectionView:
     series = sorted(series, key=lambda s: list(_KIND_TITLES).index(s.key.kind))
     charts = [ChartView(_KIND_TITLES.get(s.key.kind, s.key.kind), _chart(s, by_series.get(
-        s.key, [])), [_change_view(c, page) for c in by_series.get(s.key, [])])
-        for s in series]
+        s.key, [])), [_change_view(c, page) for c in by_series.get(s.key, [])],
+        _sight(sights.get(s.key, math.nan), min_effect)) for s in series]
     by_build: dict[int, dict[str, SeriesPoint]] = {}
     builds: dict[int, StoredBuild] = {}
     for s in series:
@@ -530,7 +546,8 @@ def _model_row(s: Series, changes: Sequence[HistoryChange], page: str) -> ModelB
 
 
 def _pages_of_benchmarks(all_series: Sequence[Series],
-                         by_series: dict[Any, list[HistoryChange]]) -> tuple[dict[str, ModelView], dict[str, BenchmarkView]]:
+                         by_series: dict[Any, list[HistoryChange]], sights: dict[Any, float],
+                         min_effect: float) -> tuple[dict[str, ModelView], dict[str, BenchmarkView]]:
     by_page: dict[str, dict[str, list[Series]]] = {}
     compiles: dict[tuple[str, str], Series] = {}
     for s in all_series:
@@ -549,7 +566,7 @@ def _pages_of_benchmarks(all_series: Sequence[Series],
             model = key.model
             compile_series = compiles.get((cls, key.cell))
             shown = series + ([compile_series] if compile_series is not None else [])
-            sections.append(_section(cls, shown, by_series, "../" + page))
+            sections.append(_section(cls, shown, by_series, "../" + page, sights, min_effect))
             for s in series:
                 if s.key.kind == "time":
                     models.setdefault(model, []).append(
@@ -603,7 +620,8 @@ def build_views(store: HistoryStore, *, min_effect: float = stats.DEFAULT_MIN_EF
                                  _build_text(mine[-1])))
     summary = [_summary_row(cls, tool, task, g, count[cls]) for (cls, tool, task), g in
                sorted(_summary_groups(all_series).items())]
-    models, benchmarks = _pages_of_benchmarks(all_series, by_series)
+    sights = detectable_steps(store, all_series)
+    models, benchmarks = _pages_of_benchmarks(all_series, by_series, sights, min_effect)
     index = IndexView(
         title="kscperf dashboard", generated=generated, root="", store=_text(store.root),
         classes=classes, summary=summary,
@@ -611,7 +629,10 @@ def build_views(store: HistoryStore, *, min_effect: float = stats.DEFAULT_MIN_EF
                                                  else _first_config(c, all_series)),
                               expanded=c.is_regression and i < _EXPANDED_CHANGES)
                  for i, c in enumerate(open_changes)],
-        environment=_environment_events(changes), models=_model_index(all_series, open_changes))
+        environment=_environment_events(changes), models=_model_index(all_series, open_changes),
+        series_count=len(all_series),
+        too_noisy=sum(too_noisy(d, min_effect) for d in sights.values()),
+        min_effect=formatting.format_percent(min_effect))
     return _Pages(index, models, benchmarks)
 
 

@@ -533,6 +533,8 @@ def change_what(change: Any) -> str:
         return f"environment: {change.detail}" if change.detail else "environment"
     if change.kind == "status":
         return f"status {change.before_status} -> {change.after_status}"
+    if change.kind == "too-noisy":
+        return f"too noisy: {change.detail}"
     what = change.kind
     if change.key.kind in ("memory", "cuda_memory"):
         what = {"slower": "slower (more memory)", "faster": "faster (less memory)"}.get(
@@ -570,7 +572,8 @@ def _change_json(change: Any) -> dict[str, Any]:
             "after": build(change.after), "before_status": change.before_status,
             "after_status": change.after_status, "ratio": _number(c.ratio),
             "ratio_low": _number(c.low), "ratio_high": _number(c.high),
-            "p_value": _number(c.p_value)}
+            "p_value": _number(c.p_value),
+            "detectable_step": _number(getattr(change, "detectable_step", None))}
 
 
 def format_history_changes(changes: Any, fmt: str = "table") -> str:

@@ -58,6 +58,8 @@ __all__ = [
     "machine_class_of",
     "environment_of",
     "find_changes",
+    "detectable_steps",
+    "too_noisy",
 ]
 
 INDEX_NAME = "index.sqlite"
@@ -198,10 +200,13 @@ class HistoryChange:
     before_status: str
     after_status: str
     detail: str = ""
+    # The smallest step the series could find now (`changepoints.detectable_step`).
+    detectable_step: float | None = None
 
     @property
     def kind(self) -> str:
-        """`slower`, `faster`, `environment` or `status`."""
+        """`slower`, `faster`, `environment`, `status`, or `too-noisy` (the series cannot see
+        a step of the minimum effect; only with `find_changes(include_blind=True)`)."""
         return str(self.change.kind)
 
     @property
@@ -852,9 +857,51 @@ def build_points(series: Series, marks: dict[int, tuple[str, str]]) -> list[Any]
             for p in series.points]
 
 
+def _class_marks(store: HistoryStore, all_series: Sequence[Series]
+                 ) -> tuple[dict[int, tuple[str, str]], dict[str, set[tuple[int, int]]]]:
+    """The environment marks of every build of the classes of `all_series`, and each
+    class's machine-speed shifts."""
+    marks: dict[int, tuple[str, str]] = {}
+    shifts: dict[str, set[tuple[int, int]]] = {}
+    for cls in {s.key.machine_class for s in all_series}:
+        class_builds = store.builds(cls)
+        marks.update(_environment_marks(class_builds))
+        shifts[cls] = _speed_shifts(class_builds)
+    return marks, shifts
+
+
+def too_noisy(detectable_step: float | None, min_effect: float) -> bool:
+    """Whether a series whose smallest findable step is `detectable_step` is too noisy to
+    see a step of `min_effect` (unknown is not too noisy: it is unknown)."""
+    return detectable_step is not None and math.isfinite(detectable_step) and \
+        detectable_step > min_effect
+
+
+def detectable_steps(store: HistoryStore, series: Sequence[Series]) -> dict[SeriesKey, float]:
+    """Each series' smallest step it could find now (`changepoints.detectable_step`; NaN
+    when its noise is not known yet)."""
+    from kscperf import changepoints
+
+    marks, _ = _class_marks(store, series)
+    return {s.key: changepoints.detectable_step(build_points(s, marks)) for s in series}
+
+
+def _blind_entry(s: Series, detectable: float, min_effect: float) -> HistoryChange:
+    from kscperf import changepoints
+
+    last = len(s.points) - 1
+    event = changepoints.Change("too-noisy", last, last, None, None, None, None,
+                                f"smallest step it could find now {detectable:.1%}, above "
+                                f"the minimum effect {min_effect:.0%}")
+    newest = s.points[last]
+    return HistoryChange(s.key, event, newest.build, newest.build, newest.status,
+                         newest.status, event.detail, detectable)
+
+
 def find_changes(store: HistoryStore, *, min_effect: float = stats.DEFAULT_MIN_EFFECT,
                  series: Sequence[Series] | None = None,
-                 per_series_environment: bool = False) -> list[HistoryChange]:
+                 per_series_environment: bool = False,
+                 include_blind: bool = False) -> list[HistoryChange]:
     """Every change of every series of the store (or of `series`), found by
     `changepoints.detect_series` with the false discovery rate controlled across all of
     them; in order: machine class, then the build where it happened (newest first),
@@ -867,23 +914,27 @@ def find_changes(store: HistoryStore, *, min_effect: float = stats.DEFAULT_MIN_E
     slower or faster step of run, compile or prep time that a change of the machine's speed
     between its two builds could explain (`compare.machine_could_explain`, as `compare`
     judges a row) is not listed as a step: the machine-speed event of that pair of builds
-    is listed instead, so no build is blamed for the machine."""
+    is listed instead, so no build is blamed for the machine.
+
+    Every entry carries its series' `detectable_step`; with `include_blind`, each series too
+    noisy to see a step of `min_effect` (`too_noisy`) adds one entry of kind `too-noisy` at
+    its newest build, so that its silence is not read as "no change"."""
     from kscperf import changepoints
 
     all_series = list(series) if series is not None else list(store.series())
-    marks: dict[int, tuple[str, str]] = {}
-    shifts: dict[str, set[tuple[int, int]]] = {}
-    for cls in {s.key.machine_class for s in all_series}:
-        class_builds = store.builds(cls)
-        marks.update(_environment_marks(class_builds))
-        shifts[cls] = _speed_shifts(class_builds)
-    found = {i: changepoints.detect_series(build_points(s, marks), min_effect=min_effect)
-             for i, s in enumerate(all_series)}
+    marks, shifts = _class_marks(store, all_series)
+    points = [build_points(s, marks) for s in all_series]
+    found = {i: changepoints.detect_series(p, min_effect=min_effect)
+             for i, p in enumerate(points)}
     kept = changepoints.control_fdr(found)
     out: list[HistoryChange] = []
     for i, changes in kept.items():
         s = all_series[i]
-        out.extend(_series_changes(s, changes, shifts[s.key.machine_class], min_effect))
+        sight = changepoints.detectable_step(points[i])
+        out.extend(dataclasses.replace(c, detectable_step=sight) for c in _series_changes(
+            s, changes, shifts[s.key.machine_class], min_effect))
+        if include_blind and s.points and too_noisy(sight, min_effect):
+            out.append(_blind_entry(s, sight, min_effect))
     if not per_series_environment:
         out = _one_environment_entry(out)
     out.sort(key=lambda c: (c.key.machine_class, -c.after.position, not c.is_regression,
