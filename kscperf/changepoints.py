@@ -32,6 +32,7 @@ from kscperf.serieslevels import (
     level_noise_sd,
     level_series,
     per_build_min_detectable,
+    stretch_detectable,
     usable_samples,
 )
 
@@ -130,8 +131,9 @@ def series_min_detectable(points: Sequence[BuildPoint], *, alpha: float = stats.
     processes allow (`stats.min_detectable_effect`, as `compare` reports it) and what the
     build-to-build spread of the series allows for one build against the next (once the
     series has 10 consecutive pairs of usable builds). NaN when neither can be estimated.
-    What a step between stretches of fewer than `MIN_BUILDS_AS_UNITS` builds must reach;
-    `detectable_step` is what a series can see."""
+    What a step with a side of fewer than `MIN_BUILDS_AS_UNITS` builds must reach while the
+    series' build-to-build noise is not known yet; `detectable_step` is what a series can
+    see."""
     return _min_detectable(points, level_series(points, environment_spans(points)), alpha)
 
 
@@ -235,9 +237,9 @@ def _step_estimate(left: Sequence[tuple[float, ...]], right: Sequence[tuple[floa
     t runs on per-build medians and the build, not the process, is the unit of replication
     (builds differ by more than their processes do). With fewer builds on a side, the
     processes of each side are pooled: what `compare` does for two builds. That test
-    ignores the build-to-build spread; the minimum effect it must reach, never below what
-    one build against the next can show (`series_min_detectable`), is what keeps it from
-    calling that spread a change. Each build's samples are those of its usual machine state
+    ignores the build-to-build spread; the effect it must reach (`_Thresholds`), what the
+    two stretches could show given that spread, is what keeps it from calling that spread
+    a change. Each build's samples are those of its usual machine state
     (`serieslevels.level_series`)."""
     if len(left) >= MIN_BUILDS_AS_UNITS and len(right) >= MIN_BUILDS_AS_UNITS:
         return stats.compare_samples(left, right, alpha=alpha)
@@ -250,11 +252,40 @@ class _Step:
     cut: int
     estimate: stats.RatioEstimate
     direction: int  # +1 slower, -1 faster, 0 fails the test or the minimum effect
-    short: bool  # a side has fewer than MIN_BUILDS_AS_UNITS builds
+    threshold: float  # the effect it had to reach (see `_Thresholds`)
+
+
+# The standard error of a median of many normal values over that of their mean.
+_MEDIAN_SE_FACTOR = math.sqrt(math.pi / 2.0)
+
+
+@dataclass(frozen=True)
+class _Thresholds:
+    """What a step must reach: `min_effect` where both sides have `MIN_BUILDS_AS_UNITS`
+    builds (the test then sees the builds' scatter); where a side has fewer (the test pools
+    processes and does not), also what those two stretches could show given the series'
+    level noise `noise_sd`, at a significance that pays for the choice of the split among
+    the segment's builds (`serieslevels.stretch_detectable`, for a ratio of medians), or,
+    while that noise is unknown, what one build against the next shows (`fallback`)."""
+
+    min_effect: float
+    noise_sd: float
+    fallback: float
+
+    def of(self, left: int, right: int, candidates: int, alpha: float) -> float:
+        if min(left, right) >= MIN_BUILDS_AS_UNITS:
+            return self.min_effect
+        # The pooled test's ratio is one of medians, whose standard error is about
+        # sqrt(pi / 2) times that of the mean of the levels that `stretch_detectable` uses.
+        floor = _MEDIAN_SE_FACTOR * stretch_detectable(self.noise_sd, left, right,
+                                                       alpha=alpha, candidates=candidates)
+        if not math.isfinite(floor):
+            floor = self.fallback
+        return max(self.min_effect, _finite_or(floor, 0.0))
 
 
 def _test_cuts(series: LevelSeries, cuts: list[int], outliers: frozenset[int],
-               min_effect: tuple[float, float], alpha: float,
+               thresholds: _Thresholds, alpha: float,
                cache: dict[tuple[int, int, int], _Step]) -> list[_Step]:
     """Each cut tested between its neighbouring stretches, outliers left out. Cached by
     (start, cut, end): dropping one cut re-tests only its two neighbours."""
@@ -266,21 +297,21 @@ def _test_cuts(series: LevelSeries, cuts: list[int], outliers: frozenset[int],
             left = [series.samples[i] for i in range(a, c) if i not in outliers]
             right = [series.samples[i] for i in range(c, b) if i not in outliers]
             est = _step_estimate(left, right, alpha)
-            short = min(len(left), len(right)) < MIN_BUILDS_AS_UNITS
-            direction = stats.classify_change(est.ratio, est.p_value,
-                                              min_effect=min_effect[short], alpha=alpha)
-            cache[(a, c, b)] = _Step(c, est, direction, short)
+            threshold = thresholds.of(len(left), len(right), n - 1, alpha)
+            direction = stats.classify_change(est.ratio, est.p_value, min_effect=threshold,
+                                              alpha=alpha)
+            cache[(a, c, b)] = _Step(c, est, direction, threshold)
         steps.append(cache[(a, c, b)])
     return steps
 
 
 def _prune(series: LevelSeries, cuts: list[int], outliers: frozenset[int],
-           min_effect: tuple[float, float], alpha: float) -> list[_Step]:
+           thresholds: _Thresholds, alpha: float) -> list[_Step]:
     """Otava's merge pass: while some cut fails its test (p >= alpha) or the minimum effect,
     drop the weakest (highest p-value) and re-test its neighbours."""
     cache: dict[tuple[int, int, int], _Step] = {}
     while True:
-        steps = _test_cuts(series, cuts, outliers, min_effect, alpha, cache)
+        steps = _test_cuts(series, cuts, outliers, thresholds, alpha, cache)
         failing = [s for s in steps if s.direction == 0]
         if not failing:
             return steps
@@ -334,7 +365,7 @@ def _without(series: LevelSeries, dropped: np.ndarray) -> LevelSeries:
                    series.levels[kept], series.newest)
 
 
-def _segment_steps(series: LevelSeries, noise_sd: float, min_effect: tuple[float, float],
+def _segment_steps(series: LevelSeries, noise_sd: float, thresholds: _Thresholds,
                    alpha: float) -> list[Change]:
     """The steps of one environment segment, as candidate `Change`s."""
     series = _without(series, _blips(series.levels, noise_sd, series.newest,
@@ -347,7 +378,7 @@ def _segment_steps(series: LevelSeries, noise_sd: float, min_effect: tuple[float
         cuts = _join_step_edges(cuts, series.levels)
     cuts, outliers = _drop_outliers(cuts, n, series.newest)
     changes = []
-    for step in _prune(series, cuts, outliers, min_effect, alpha):
+    for step in _prune(series, cuts, outliers, thresholds, alpha):
         before = max(i for i in range(step.cut) if i not in outliers)
         after = min(i for i in range(step.cut, n) if i not in outliers)
         est = step.estimate
@@ -355,7 +386,7 @@ def _segment_steps(series: LevelSeries, noise_sd: float, min_effect: tuple[float
             "slower" if step.direction > 0 else "faster", series.index[before],
             series.index[after], est.ratio, est.low, est.high, est.p_value, "",
             confirmed=not (series.newest and after == n - 1),
-            min_effect=min_effect[step.short]))
+            min_effect=step.threshold))
     return changes
 
 
@@ -370,7 +401,8 @@ def detect_series(points: Sequence[BuildPoint], *, min_effect: float = stats.DEF
     `stats.compare_samples` between the stretches on either side (see `_step_estimate`);
     every step has p < alpha and an effect of at least `min_effect`, and, where a side has
     fewer than `MIN_BUILDS_AS_UNITS` builds (the test then pools processes and cannot see
-    the builds' scatter), at least the series' `series_min_detectable`; each side holds at least `MIN_SIDE_BUILDS` builds, except that
+    the builds' scatter), at least what those two stretches could show given the series'
+    build-to-build noise, paying for the choice of the split (`_Thresholds`); each side holds at least `MIN_SIDE_BUILDS` builds, except that
     the newest build may open a step alone (`confirmed` False) and a history of fewer than
     `SHORT_HISTORY` builds may have one-build sides. A build that differs and reverts is an
     outlier: never a step, and left out of the levels. Deterministic. The steps still need
@@ -378,13 +410,10 @@ def detect_series(points: Sequence[BuildPoint], *, min_effect: float = stats.DEF
     """
     spans = environment_spans(points)
     levels = level_series(points, spans)
-    # A step tested with builds as the unit needs only the minimum effect: the test sees the
-    # builds' scatter. One tested on pooled processes (a side of fewer builds) does not, so
-    # its effect must also be one that one build against the next could show.
-    threshold = (min_effect,
-                 max(min_effect, _finite_or(_min_detectable(points, levels, alpha), 0.0)))
-    sd, _ = level_noise_sd(levels)
+    sd, n_diffs = level_noise_sd(levels)
     noise_sd = max(_finite_or(sd, 0.0), NOISE_FLOOR)
+    threshold = _Thresholds(min_effect, sd if n_diffs >= MIN_DIFFERENCES else math.nan,
+                            _min_detectable(points, levels, alpha))
     events = _environment_events(points, spans) + _status_events(points)
     for series in levels:
         events += _segment_steps(series, noise_sd, threshold, alpha)

@@ -39,6 +39,7 @@ __all__ = [
     "level_noise_sd",
     "per_build_min_detectable",
     "detectable_step",
+    "stretch_detectable",
 ]
 
 # The status whose values give a series its level; other statuses are events, not levels.
@@ -155,30 +156,80 @@ def _log_medians(samples: Sequence[tuple[float, ...]]) -> np.ndarray:
     return out
 
 
-def _process_sd(samples: Sequence[tuple[float, ...]]) -> float:
+def _process_sd(samples: Sequence[tuple[float, ...]], values: np.ndarray | None = None
+                ) -> float:
     """The standard deviation of one process's log median around its build's level, from the
     median absolute difference of two processes of one build (robust: a slow process
-    spoils the pairs it is in, not the estimate); NaN with no build of two processes."""
+    spoils the pairs it is in, not the estimate); NaN with no build of two processes.
+    `values`, when given, is `samples` as one array (builds x processes)."""
     import numpy as np
 
+    blocks = ([values] if values is not None else
+              [np.array([s for s in samples if len(s) == k], dtype=float)
+               for k in {len(s) for s in samples}])
     pairs = []
-    for k in {len(s) for s in samples if len(s) >= 2}:
-        logs = np.log(np.array([s for s in samples if len(s) == k], dtype=float))
+    for block in blocks:
+        k = block.shape[1] if block.ndim == 2 else 0
+        if k < 2:
+            continue
+        logs = np.log(block)
         upper = np.triu_indices(k, 1)
-        pairs.append(np.abs(logs[:, :, None] - logs[:, None, :])[:, upper[0], upper[1]].ravel())
+        pairs.append(np.abs(logs[:, upper[0]] - logs[:, upper[1]]).ravel())
     if not pairs:
         return math.nan
     return _PAIR_MAD_TO_SD * float(np.median(np.concatenate(pairs)))
 
 
-def _without_slow_processes(samples: tuple[tuple[float, ...], ...]
+def _without_slow_processes(samples: tuple[tuple[float, ...], ...],
+                            values: np.ndarray | None = None
                             ) -> tuple[tuple[float, ...], ...]:
     """Each build's samples without the processes `ODD_PROCESS_SDS` process sds (and at
     least `ODD_STATE_FACTOR`) slower than the build's fastest: what the canary would have
-    marked, found without one."""
-    sd = _process_sd(samples)
+    marked, found without one. `samples` itself when nothing is set aside."""
+    import numpy as np
+
+    sd = _process_sd(samples, values)
     limit = max(ODD_PROCESS_SDS * sd if math.isfinite(sd) else 0.0, math.log(ODD_STATE_FACTOR))
-    return tuple(tuple(v for v in s if math.log(v / min(s)) <= limit) for s in samples)
+    if values is not None and values.ndim == 2 and values.size:
+        logs = np.log(values)
+        if not bool(np.any(logs - logs.min(axis=1, keepdims=True) > limit)):
+            return samples
+    out = tuple(tuple(v for v in s if math.log(v / min(s)) <= limit) for s in samples)
+    return samples if out == samples else out
+
+
+def _uniform_span(points: Sequence[BuildPoint], start: int, end: int
+                  ) -> tuple[list[int], np.ndarray] | None:
+    """The ok builds of [start, end) with their samples as one array (builds x processes),
+    when they all have the same number of samples, all usable and none marked odd: the
+    common case, done in numpy; None otherwise."""
+    import numpy as np
+
+    index = [i for i in range(start, end) if points[i].status == OK and points[i].samples]
+    if not index or any(points[i].odd for i in index):
+        return None
+    count = len(points[index[0]].samples)
+    if any(len(points[i].samples) != count for i in index):
+        return None
+    try:
+        values = np.array([points[i].samples for i in index], dtype=float)
+    except (TypeError, ValueError):
+        return None
+    with np.errstate(invalid="ignore"):
+        if not bool(np.all(np.isfinite(values) & (values > 0))):
+            return None
+    return index, values
+
+
+def _fast_span(index: list[int], values: np.ndarray, newest: bool) -> LevelSeries:
+    """`level_series` of one span from `_uniform_span`'s array."""
+    import numpy as np
+
+    samples = tuple(tuple(row) for row in values.tolist())
+    kept = _without_slow_processes(samples, values)
+    if kept is samples:
+        return LevelSeries(tuple(index), samples, np.log(np.median(values, axis=1)), newest)
+    return LevelSeries(tuple(index), kept, _log_medians(kept), newest)
 
 
 def level_series(points: Sequence[BuildPoint], spans: list[tuple[int, int]]
@@ -186,12 +237,17 @@ def level_series(points: Sequence[BuildPoint], spans: list[tuple[int, int]]
     """The builds that give the level, per environment span (see `LevelSeries`)."""
     out = []
     for k, (start, end) in enumerate(spans):
+        newest = k == len(spans) - 1
+        uniform = _uniform_span(points, start, end)
+        if uniform is not None:
+            out.append(_fast_span(*uniform, newest))
+            continue
         kept = [(i, usable_samples(points[i])) for i in range(start, end)
                 if points[i].status == OK and points[i].samples]
         kept = [(i, s) for i, s in kept if s]
         samples = _without_slow_processes(tuple(s for _, s in kept))
         out.append(LevelSeries(tuple(i for i, _ in kept), samples, _log_medians(samples),
-                               k == len(spans) - 1))
+                               newest))
     return out
 
 
@@ -236,6 +292,19 @@ def per_build_min_detectable(points: Sequence[BuildPoint], alpha: float = stats.
     k = statistics.median(n for _, n in spreads)
     return stats.min_detectable_effect(math.sqrt(2.0 * variance / k), 2.0 * (k - 1),
                                        alpha=alpha)
+
+
+def stretch_detectable(noise_sd: float, left: int, right: int, *, alpha: float = stats.ALPHA,
+                       candidates: int = 1, power: float = stats.DEFAULT_POWER) -> float:
+    """The minimum detectable effect of a step between stretches of `left` and `right`
+    builds whose levels scatter by `noise_sd` (the sd of a log level), builds as the unit,
+    at significance `alpha / candidates`: a split chosen among `candidates` positions pays
+    for the choice (Bonferroni). NaN when the noise is unknown."""
+    if not math.isfinite(noise_sd) or left < 1 or right < 1:
+        return math.nan
+    se = max(noise_sd, NOISE_FLOOR) * math.sqrt(1.0 / left + 1.0 / right)
+    return stats.min_detectable_effect(se, math.inf, alpha=alpha / max(candidates, 1),
+                                       power=power)
 
 
 def detectable_step(points: Sequence[BuildPoint], *, alpha: float = stats.ALPHA,
