@@ -16,7 +16,8 @@ date of the run; builds of one commit by run date; then by label.
 A **series** is one benchmark, one kind (`time`, `compile`, `prep`, `memory`,
 `cuda_memory`) and one machine class. Per build and series the index holds the per-process
 values the change-point test uses (per-process medians for run time), their median and
-spread (MAD), the cell status, and what the minimum detectable effect is computed from
+spread (MAD), the cell status, which processes the canary saw in another machine state,
+and what the minimum detectable effect is computed from
 (`stats.detectable_spread_of_runs`; scipy's quantiles wait until it is read); per build it
 holds the environment fingerprint (torch, CUDA, driver, CPU, GPU, Python, profile) and the
 canary scores of the machine. Change points are found by `kscperf.changepoints` over these
@@ -66,7 +67,7 @@ INDEX_NAME = "index.sqlite"
 BUILDS_DIR = "builds"
 SERIES_KINDS = ("time", "compile", "prep", "memory", "cuda_memory")
 # Bumped whenever the index's tables change; an index of another version is rebuilt.
-_SCHEMA_VERSION = 3
+_SCHEMA_VERSION = 4
 
 # The metadata that makes a build's environment: a change of any of them inside a series is
 # an environment event, never a regression of the build. The machine class itself (the
@@ -117,6 +118,7 @@ CREATE TABLE points (
     spread REAL,
     detectable_se REAL,                 -- stats.detectable_spread_of_runs of the samples
     detectable_df REAL,
+    odd TEXT NOT NULL,                  -- JSON list: positions in samples the canary marked odd
     PRIMARY KEY (series_id, build_id)
 ) WITHOUT ROWID;
 """
@@ -176,6 +178,8 @@ class SeriesPoint:
     median: float
     spread: float
     min_detectable: float | None
+    # Positions in `samples` of the processes the canary marked as in another machine state.
+    odd: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -265,6 +269,23 @@ class _PointRow:
     config: str
     status: str
     samples: tuple[float, ...]
+    odd: tuple[int, ...] = ()  # positions in samples of processes in another machine state
+
+
+def _odd_positions(loaded: LoadedResults, c: CellSummary, odd: frozenset[tuple[str, int]],
+                   times: Sequence[float]) -> tuple[int, ...]:
+    """The positions in `times` (a config's per-process medians) of the processes that the
+    canary marked as timed in another machine state, matched by their median: a file whose
+    worker runs do not give those medians marks none."""
+    cell = cell_name(c.model, c.tool, c.task)
+    marked = set()
+    for r in loaded.runs:
+        if (cell, r.process_index) in odd and (r.model, r.tool, r.task) == (
+                c.model, c.tool, c.task):
+            for cfg in r.configs:
+                if cfg.config == c.config:
+                    marked.update(stats.process_medians([cfg.values]))
+    return tuple(i for i, t in enumerate(times) if t in marked)
 
 
 def _memory_samples(loaded: LoadedResults) -> dict[tuple[str, str, str, str, str], list[float]]:
@@ -280,7 +301,8 @@ def _memory_samples(loaded: LoadedResults) -> dict[tuple[str, str, str, str, str
 
 
 def _config_rows(loaded: LoadedResults, c: CellSummary,
-                 memory: dict[tuple[str, str, str, str, str], list[float]]) -> list[_PointRow]:
+                 memory: dict[tuple[str, str, str, str, str], list[float]],
+                 odd: frozenset[tuple[str, int]] = frozenset()) -> list[_PointRow]:
     assert c.config is not None
     base = f"{cell_name(c.model, c.tool, c.task)}/{c.config}"
     status = c.status.value
@@ -290,7 +312,8 @@ def _config_rows(loaded: LoadedResults, c: CellSummary,
     times = stats.process_medians(loaded.runs_values.get(base, []))
     prep = [v for run in loaded.runs_values.get(prep_name(c.model, c.tool, c.task, c.config), [])
             for v in run]
-    rows = [_PointRow("time", base, c.model, c.tool, c.task, c.config, status, tuple(times))]
+    rows = [_PointRow("time", base, c.model, c.tool, c.task, c.config, status, tuple(times),
+                      _odd_positions(loaded, c, odd, times) if odd else ())]
     if prep:
         rows.append(_PointRow("prep", base, c.model, c.tool, c.task, c.config, measured,
                               tuple(prep)))
@@ -309,8 +332,11 @@ def _point_rows(loaded: LoadedResults) -> list[_PointRow]:
     """Every series point of one build: run time, prep and memory per config, compile per
     cell. A config that never ran (its cell ended before it) has no point; the cell's status
     is kept as its compile point (no samples), and the run-time series shows the cell's
-    status there (`_assemble`)."""
+    status there (`_assemble`). A run-time point marks the processes that the canary saw
+    in another machine state (`_PointRow.odd`)."""
     memory = _memory_samples(loaded)
+    speed = machine.machine_speed(loaded.runs)
+    odd = speed.odd_keys() if speed is not None else frozenset()
     rows: list[_PointRow] = []
     cell_status: dict[tuple[str, str, str], CellStatus] = {}
     for c in loaded.cells:
@@ -318,7 +344,7 @@ def _point_rows(loaded: LoadedResults) -> list[_PointRow]:
         if c.config is None:
             cell_status[key] = c.status
             continue
-        rows.extend(_config_rows(loaded, c, memory))
+        rows.extend(_config_rows(loaded, c, memory, odd))
         # The cell's own fate (config None) wins over its configs' when the file has one.
         cell_status.setdefault(key, c.status)
     for (model, tool, task), status in cell_status.items():
@@ -536,8 +562,8 @@ class HistoryStore:
                 series_ids[(row.kind, row.benchmark)] = series_id
             points.append((series_id, build_id, row.status,
                            _floats_json(row.samples),
-                           *_summary(row.samples)))
-        self._db.executemany("INSERT INTO points VALUES (?,?,?,?,?,?,?,?)", points)
+                           *_summary(row.samples), json.dumps(list(row.odd))))
+        self._db.executemany("INSERT INTO points VALUES (?,?,?,?,?,?,?,?,?)", points)
         return build_id
 
     def _index_files(self) -> None:
@@ -606,7 +632,7 @@ class HistoryStore:
                       by_id: dict[int, StoredBuild], wanted: set[str]) -> Iterator[Series]:
         rows = self._db.execute(
             "SELECT s.id, s.kind, s.benchmark, s.model, s.tool, s.task, s.config, p.build_id, "
-            "p.status, p.samples, p.median, p.spread, p.detectable_se, p.detectable_df "
+            "p.status, p.samples, p.median, p.spread, p.detectable_se, p.detectable_df, p.odd "
             "FROM series s "
             "JOIN points p ON p.series_id = s.id WHERE s.machine_class = ? ORDER BY s.id",
             (cls,))
@@ -615,7 +641,7 @@ class HistoryStore:
         key: SeriesKey | None = None
         found: dict[int, SeriesPoint] = {}
         for (sid, kind, bench, model, tool, task, config, bid, status, samples, median,
-             spread, se, df) in rows:
+             spread, se, df, odd) in rows:
             if sid != current:
                 if key is not None and key.kind in wanted:
                     yield _assemble(key, found, class_builds, fates)
@@ -625,7 +651,7 @@ class HistoryStore:
                 found[bid] = SeriesPoint(by_id[bid], status, tuple(json.loads(samples)),
                                          median if median is not None else math.nan,
                                          spread if spread is not None else math.nan,
-                                         _detectable(se, df))
+                                         _detectable(se, df), tuple(json.loads(odd)))
         if key is not None and key.kind in wanted:
             yield _assemble(key, found, class_builds, fates)
 
@@ -645,7 +671,7 @@ class HistoryStore:
             "SELECT b.label, b.file, b.sha256, b.machine_class, b.git_commit, b.git_dirty, "
             "b.commit_date, b.run_date, b.order_key, b.environment, b.machine_scores, s.kind, "
             "s.benchmark, s.model, s.tool, s.task, s.config, p.status, p.samples, p.median, "
-            "p.spread, p.detectable_se, p.detectable_df FROM points p "
+            "p.spread, p.detectable_se, p.detectable_df, p.odd FROM points p "
             "JOIN builds b ON b.id = p.build_id "
             "JOIN series s ON s.id = p.series_id").fetchall()
         return sorted(rows, key=repr)
@@ -853,7 +879,8 @@ def build_points(series: Series, marks: dict[int, tuple[str, str]]) -> list[Any]
     from kscperf.changepoints import BuildPoint
 
     return [BuildPoint(samples=p.samples, status=p.status, environment=marks[p.build.id][0],
-                       environment_detail=marks[p.build.id][1], min_detectable=p.min_detectable)
+                       environment_detail=marks[p.build.id][1], min_detectable=p.min_detectable,
+                       odd=p.odd)
             for p in series.points]
 
 
