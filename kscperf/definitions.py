@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from kscperf.errors import KscperfError
-from kscperf.tools import BUILTIN_TOOLS, CUDA_SUFFIX
+from kscperf.names import BUILTIN_TOOLS, CUDA_SUFFIX, MANUAL_CUDA_TOOL, TRANSFER_SUFFIX
 
 __all__ = [
     "ModelDef",
@@ -65,8 +65,6 @@ NICE_SUFFIX = "_pytorch_nice"
 TOOL_INFIX = "_tool_"
 EMBEDDED_INFIX = "_embedded_"
 CUDA_INIT_SUFFIX = "_cuda_init"
-TRANSFER_SUFFIX = "_transfer"
-MANUAL_CUDA_TOOL = "manual_cuda"
 
 
 class DefinitionError(Exception):

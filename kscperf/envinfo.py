@@ -16,7 +16,7 @@ import subprocess
 import sys
 from typing import Any
 
-__all__ = ["machine_info", "library_versions", "torch_info", "git_info", "cuda_driver_present",
+__all__ = ["machine_info", "library_versions", "git_info", "cuda_driver_present",
            "now_iso"]
 
 
@@ -77,37 +77,6 @@ def library_versions() -> dict[str, str]:
 def cuda_driver_present() -> bool:
     """Whether an NVIDIA driver is loaded, judged without importing torch."""
     return os.path.exists("/proc/driver/nvidia/version") or os.path.exists("/dev/nvidiactl")
-
-
-def torch_info(device: str) -> dict[str, Any]:
-    """torch's build, threads and, for a CUDA cell, the device (name, memory, driver)."""
-    import torch
-
-    info: dict[str, Any] = {
-        "torch_version": torch.__version__,
-        "torch_num_threads": torch.get_num_threads(),
-        "torch_num_interop_threads": torch.get_num_interop_threads(),
-        "cuda_version": torch.version.cuda or "none",
-        "float32_matmul_precision": torch.get_float32_matmul_precision(),
-    }
-    if device == "cuda" and torch.cuda.is_available():
-        props = torch.cuda.get_device_properties(torch.cuda.current_device())
-        info.update(
-            gpu_name=props.name,
-            gpu_memory_bytes=int(props.total_memory),
-            gpu_capability=f"{props.major}.{props.minor}",
-            cudnn_version=str(torch.backends.cudnn.version() or "none"),
-            allow_tf32_matmul=bool(torch.backends.cuda.matmul.allow_tf32),
-        )
-        try:
-            out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version",
-                                  "--format=csv,noheader"], capture_output=True, text=True,
-                                 timeout=10)
-            if out.returncode == 0 and out.stdout.strip():
-                info["gpu_driver"] = out.stdout.strip().splitlines()[0]
-        except (OSError, subprocess.SubprocessError):
-            pass
-    return info
 
 
 def git_info(path: str) -> dict[str, Any]:

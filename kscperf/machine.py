@@ -1,4 +1,4 @@
-"""The machine's own speed, from the canaries the workers timed (`kscperf.canary`): one
+"""The machine's own speed, from the canaries the workers timed (`kscperf.worker.canary`): one
 figure per run with its spread, the processes that ran while the machine was in another
 state, and whether two runs' machines differed by more than their own noise allows.
 

@@ -13,9 +13,8 @@ from typing import Iterable, Mapping
 
 from kscperf.definitions import ModelDef
 from kscperf.errors import KscperfError
-from kscperf.names import TASKS, cell_name
+from kscperf.names import BUILTIN_TOOLS, CUDA_SUFFIX, EAGER_TOOLS, TASKS, cell_name, split_device
 from kscperf.spec import CellResult
-from kscperf.tools import BUILTIN_TOOLS, CUDA_SUFFIX, EAGER_TOOLS, split_device
 
 __all__ = ["PlannedCell", "all_tool_names", "resolve_tools", "resolve_tasks", "plan_cells",
            "parse_shard", "static_cost_s", "measured_costs_s", "expected_costs_s",

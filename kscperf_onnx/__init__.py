@@ -1,5 +1,5 @@
 """ONNX Runtime as a kscperf tool (`onnxrt`): a third-party compiler through the plug-in
-interface only (kscperf.tools documents it; this package imports nothing of kscperf).
+interface only (kscperf.worker.tools documents it; this package imports nothing of kscperf).
 
 Its compile step exports the model's source function with `torch.onnx.export` (the
 TorchScript-based exporter, `dynamo=False`, which needs neither onnxscript nor

@@ -1,4 +1,4 @@
-"""Tests of kscperf.check: dtype-aware tolerances with per-model overrides, and the
+"""Tests of kscperf.worker.check: dtype-aware tolerances with per-model overrides, and the
 comparison with the float64 reference (errors, NaN, shapes, magnitude-relative atol)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from kscperf.check import DEFAULT_TOLERANCES, compare_values, tolerance_for
+from kscperf.worker.check import DEFAULT_TOLERANCES, compare_values, tolerance_for
 
 F64 = torch.float64
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import synthetic
-from kscperf import api, history
+from kscperf import api, confirm, history
 from kscperf.errors import CellStatus, KscperfError
 from runner_testing import cli, explain, run_benchmarks_command, single_error_line
 
@@ -161,9 +161,9 @@ def test_series_hold_per_process_medians_statuses_and_missing_builds(tmp_path: P
     assert all(len(p.samples) == 5 for p in compiled.points)  # one median per process
     assert compiled.points[0].min_detectable is not None
     gone = by_name["vrelu3/pt/fwd/16384", "time"]
-    assert [p.status for p in gone.points] == ["ok", "ok", "missing"]
+    assert [p.status for p in gone.points] == ["ok", "ok", "not run"]
     assert gone.points[2].samples == ()
-    assert {k for _, k in by_name} == {"time", "prep", "memory", "compile"}
+    assert {k for _, k in by_name} == {"time", "prep", "peak_rss", "compile"}
 
 
 # --------------------------------------------------------------------------------------
@@ -361,7 +361,7 @@ def test_the_bisect_recipe_blames_only_a_regression_and_names_files_absolutely(
     monkeypatch.chdir(tmp_path)
     changes = api.history_changes("store")  # a relative store path
     slower = next(c for c in changes if c.kind == "slower")
-    commands = history.confirm_commands(slower)
+    commands = confirm.confirm_commands(slower)
     assert str(tmp_path / "store" / history.BUILDS_DIR) in commands.compare
     recipe = commands.bisect
     assert recipe.startswith("git bisect start 0005cccccccc 0004cccccccc && git bisect run sh -c ")
@@ -400,23 +400,3 @@ def test_a_series_too_noisy_to_see_the_minimum_effect_says_so(tmp_path: Path) ->
     assert quiet and all(0 < v < 0.05 for v in quiet.values()), sights
     front = Path(api.build_dashboard(store, str(tmp_path / "site"))).read_text()
     assert "series are too noisy to see a 5% step" in front
-
-
-def test_the_store_marks_the_processes_the_canary_saw_in_another_machine_state(
-        tmp_path: Path) -> None:
-    # Process 1 of every cell of build b1 ran on a machine 1.5x slower (values and canary).
-    files = [synthetic.write_build(
-        str(tmp_path / f"b{i}.json"), f"b{i}", seed=200 + i,
-        metadata_overrides={"date": f"2024-06-{i + 1:02d}T12:00:00"},
-        machine=(lambda m, t, k, p: 1.5 if p == 1 else 1.0) if i == 1 else (lambda *k: 1.0),
-        **SMALL) for i in range(3)]
-    store = str(tmp_path / "store")
-    api.history_add(files, store)
-    with history.open_store(store) as opened:
-        for s in opened.series(kinds=("time",)):
-            odd = {p.build.label: p.odd for p in s.points}
-            assert odd["b0"] == odd["b2"] == (), s.key
-            (position,) = odd["b1"]
-            marked = s.points[1].samples[position]
-            # the marked process is the slow one of its build
-            assert marked == max(s.points[1].samples), s.key

@@ -1,4 +1,4 @@
-"""Tests of kscperf.measure: loop calibration and the values/warmups protocol with a
+"""Tests of kscperf.worker.measure: loop calibration and the values/warmups protocol with a
 deterministic fake clock (no torch, no real timing), the CPU clock, and the memory probes."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from kscperf import measure
-from kscperf.measure import calibrate_loops, cpu_clock, measure_values
+from kscperf.worker import measure
+from kscperf.worker.measure import calibrate_loops, cpu_clock, measure_values
 
 
 class FakeClock:
@@ -192,7 +192,7 @@ def test_cpu_clock_measures_real_time() -> None:
 def test_measure_does_not_import_torch() -> None:
     import subprocess
 
-    code = ("import sys, kscperf.measure as m; "
+    code = ("import sys, kscperf.worker.measure as m; "
             "m.measure_values(lambda: None, m.cpu_clock(), values=1, warmups=0, "
             "min_time=0.0001); assert 'torch' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from kscperf import tools
+from kscperf import plugins
+from kscperf.worker import tools
 
 from runner_testing import DEFS, FIXTURES, QUICK, cells_of, cli, explain, load_doc, statuses
 
@@ -137,8 +138,8 @@ def test_plugin_names_are_found_without_importing_them(tmp_path: Path) -> None:
     import sys
 
     site = make_entry_point_dist(tmp_path / "site")
-    code = ("import sys; from kscperf import tools; "
-            "names = tools.plugin_tool_names(('mine=plugins:correct',)); "
+    code = ("import sys; from kscperf import plugins; "
+            "names = plugins.plugin_tool_names(('mine=plugins:correct',)); "
             "assert names['ep_cotangent'] == 'plugins:ignores_cotangent', names; "
             "assert names['mine'] == 'plugins:correct'; "
             "assert 'plugins' not in sys.modules and 'torch' not in sys.modules")
@@ -168,9 +169,9 @@ def test_bad_plugin_option_is_a_usage_error(option: str, message: str) -> None:
 
 
 def test_parse_plugin_option() -> None:
-    assert tools.parse_plugin_option("k=pkg.mod:obj.attr") == ("k", "pkg.mod:obj.attr")
-    assert tools.parse_plugin_option("pkg.mod:Compiler") == ("Compiler", "pkg.mod:Compiler")
-    assert tools.parse_plugin_option("pkg:a.b") == ("b", "pkg:a.b")
+    assert plugins.parse_plugin_option("k=pkg.mod:obj.attr") == ("k", "pkg.mod:obj.attr")
+    assert plugins.parse_plugin_option("pkg.mod:Compiler") == ("Compiler", "pkg.mod:Compiler")
+    assert plugins.parse_plugin_option("pkg:a.b") == ("b", "pkg:a.b")
 
 
 def test_load_tool_wraps_not_implemented_as_unsupported(

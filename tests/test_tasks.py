@@ -1,4 +1,4 @@
-"""Tests of kscperf.tasks: the task table, the checked value of each task against
+"""Tests of kscperf.worker.tasks: the task table, the checked value of each task against
 hand-computed values on tiny functions, the seeded cotangents, and the timed callables that
 a task's prepare builds."""
 
@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kscperf import names, tasks
-from kscperf.tasks import (OutputError, differentiable_indices, flatten_output,
+from kscperf import names
+from kscperf.worker import tasks
+from kscperf.worker.tasks import (OutputError, differentiable_indices, flatten_output,
                            jacobian_elements, make_cotangents, task_for)
 
 F64 = torch.float64

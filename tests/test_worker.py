@@ -1,4 +1,4 @@
-"""Tests of kscperf.worker: `run_cell`, the worker's unit, run for real in this process on
+"""Tests of kscperf.worker.cell: `run_cell`, the worker's unit, run for real in this process on
 the fixture definition modules (tests/fixtures/defs), with real torch on tiny inputs and
 the real CPU clock (except where a fake clock is the point)."""
 
@@ -12,10 +12,10 @@ from typing import Any, Callable
 import pytest
 import torch
 
-from kscperf import worker
+from kscperf.worker import cell as worker
 from kscperf.errors import CellStatus
 from kscperf.spec import CellResult, CellSpec
-from kscperf.worker import main, run_cell
+from kscperf.worker.cell import main, run_cell
 
 from runner_testing import DEFS
 

@@ -1,4 +1,4 @@
-"""One cell in one process: `python -m kscperf.worker SPEC.json RESULT.json`.
+"""One cell in one process, from spec file to result file (`python -m kscperf.worker SPEC RESULT`).
 
 Owns a cell's phases, each noted in the phase file as it starts (so the orchestrator can say
 where a worker that died was) and each the `phase` of a failure inside it:
@@ -13,10 +13,7 @@ where a worker that died was) and each the `phase` of a failure inside it:
 
 Writes the result so far after each config and one result file at the end, atomically, and
 exits 0 whenever it wrote one. Decides nothing that is not in the spec.
-
-`python -m kscperf.worker --serve` is the fork server ("zygote"): it imports torch and this
-module once, never initialises CUDA or runs a torch op (so no thread pool or CUDA context
-exists to be broken by fork()), then forks one fresh child per request read from stdin.
+The fork server that runs it in forked children is `kscperf.worker.server`.
 """
 
 from __future__ import annotations
@@ -38,18 +35,19 @@ from typing import Any, Callable
 
 import torch
 
-from kscperf import canary, check, measure, tasks
 from kscperf.definitions import DefinitionError, ResolvedModel, import_definition_module, \
     resolve_model
-from kscperf.envinfo import machine_info, now_iso, torch_info
+from kscperf.envinfo import machine_info, now_iso
 from kscperf.errors import CellStatus, describe_exception
 from kscperf.lockstep import Turns
-from kscperf.results import write_text_atomic
+from kscperf.fileio import write_text_atomic
 from kscperf.spec import CanaryProbe, CellResult, CellSpec, ConfigResult, partial_result_path, \
     phase_path
-from kscperf.tools import Built, ToolImpl, Unavailable, Unsupported, as_built, load_tool
+from kscperf.worker import canary, check, measure, tasks
+from kscperf.worker.tools import Built, ToolImpl, Unavailable, Unsupported, as_built, load_tool
+from kscperf.worker.torchinfo import torch_info
 
-__all__ = ["run_cell", "load_configs", "main", "serve"]
+__all__ = ["run_cell", "load_configs", "main", "preload", "PRELOAD_ALWAYS", "PRELOAD_FOR_COMPILERS"]
 
 _STEADY_CALLS = 3
 
@@ -57,11 +55,11 @@ _STEADY_CALLS = 3
 # sympy, ~0.6 s) on first use, and torch.compile pulls in dynamo and inductor (~4 s). The
 # fork server imports them all once; a spawned worker imports what its tool needs in its
 # import phase, so compile times mean the same under either isolation.
-_PRELOAD_ALWAYS = ("torch.fx.experimental.symbolic_shapes", "torch.autograd.functional")
-_PRELOAD_FOR_COMPILERS = ("torch._dynamo", "torch._inductor.compile_fx")
+PRELOAD_ALWAYS = ("torch.fx.experimental.symbolic_shapes", "torch.autograd.functional")
+PRELOAD_FOR_COMPILERS = ("torch._dynamo", "torch._inductor.compile_fx")
 
 
-def _preload(modules: tuple[str, ...]) -> None:
+def preload(modules: tuple[str, ...]) -> None:
     import importlib
 
     for name in modules:
@@ -203,7 +201,7 @@ def _load(spec: CellSpec, metadata: dict[str, Any], t_start: float) -> _Loaded |
     refusal = tool.support.refusal(spec.tool, spec.task)
     if refusal:
         return CellResult.for_spec(spec, CellStatus.UNSUPPORTED, refusal, "compile")
-    _preload(_PRELOAD_ALWAYS + (_PRELOAD_FOR_COMPILERS if tool.lazy else ()))
+    preload(PRELOAD_ALWAYS + (PRELOAD_FOR_COMPILERS if tool.lazy else ()))
     metadata.update(torch_info("cuda" if tool.needs_cuda else device))
     if tool.model_defined:
         metadata.update(torch_extensions_cache=spec.compile_cache,
@@ -502,7 +500,7 @@ def _teardown(device: str) -> None:
         torch.cuda.empty_cache()
 
 
-# -- the process: spec file in, result file out; the fork server ---------------------------
+# -- the process: spec file in, result file out ---------------------------
 
 def main(spec_path: str, result_path: str) -> int:
     """Run the cell described in `spec_path` and write its CellResult to `result_path`
@@ -555,66 +553,3 @@ def _warm_extensions_dir() -> str:
     key = (f"py{sys.version_info.major}.{sys.version_info.minor}-torch{torch.__version__}-"
            f"{install:08x}")
     return os.path.join(cache_home, "kscperf", "torch_extensions", key)
-
-
-def _serve_child(request: dict[str, Any], protocol_fds: tuple[int, int]) -> None:
-    try:
-        os.setsid()
-        for fd in protocol_fds:
-            os.close(fd)
-        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.dup2(log, 1)
-        os.dup2(log, 2)
-        os.close(log)
-        os.close(null)
-        code = main(request["spec"], request["result"])
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    except BaseException:
-        traceback.print_exc()
-        code = 70
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
-def serve(preload_compilers: bool = True) -> int:
-    """The fork server loop: one JSON request per stdin line ({"spec", "result", "log"});
-    answers {"pid"} when the child starts and {"pid", "status", "maxrss_kb"} when it ends.
-    `preload_compilers` imports torch.compile's machinery too, for plans that use it."""
-    proto_in = os.dup(0)
-    proto_out = os.dup(1)
-    # Anything a library prints must not land in the protocol stream.
-    os.dup2(2, 1)
-    reader = os.fdopen(proto_in, "r", encoding="utf-8")
-
-    def reply(obj: dict[str, Any]) -> None:
-        os.write(proto_out, (json.dumps(obj) + "\n").encode())
-
-    _preload(_PRELOAD_ALWAYS + (_PRELOAD_FOR_COMPILERS if preload_compilers else ()))
-    # Children inherit these objects; frozen, their collections skip them and their pages
-    # stay shared instead of being copied when the collector touches them.
-    gc.collect()
-    gc.freeze()
-    reply({"ready": True, "pid": os.getpid()})
-    for line in reader:
-        request = json.loads(line)
-        pid = os.fork()
-        if pid == 0:
-            _serve_child(request, (proto_in, proto_out))
-        reply({"pid": pid})
-        _, status, rusage = os.wait4(pid, 0)
-        reply({"pid": pid, "status": status, "maxrss_kb": rusage.ru_maxrss})
-    return 0
-
-
-if __name__ == "__main__":
-    if sys.argv[1:2] == ["--serve"] and len(sys.argv) <= 3:
-        sys.exit(serve(preload_compilers=sys.argv[2:] != ["--no-compilers"]))
-    if len(sys.argv) != 3:
-        sys.stderr.write("usage: python -m kscperf.worker SPEC.json RESULT.json | "
-                         "--serve [--no-compilers]\n")
-        sys.exit(2)
-    sys.exit(main(sys.argv[1], sys.argv[2]))

@@ -42,23 +42,17 @@ is called through its `apply`), which may also have
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 import os
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import Any, Callable, Mapping
 
+from kscperf.definitions import ModelTool
 from kscperf.errors import describe_exception
-from kscperf.names import TASKS
-
-if TYPE_CHECKING:
-    from kscperf.definitions import ModelTool
+from kscperf.names import BUILTIN_TOOLS, TASKS, split_device
+from kscperf.plugins import plugin_tool_names
 
 __all__ = [
-    "BUILTIN_TOOLS",
-    "EAGER_TOOLS",
-    "CUDA_SUFFIX",
-    "ENTRY_POINT_GROUP",
     "Unsupported",
     "Unavailable",
     "TaskSupport",
@@ -67,17 +61,8 @@ __all__ = [
     "as_built",
     "declared_support",
     "model_tool",
-    "parse_plugin_option",
-    "plugin_tool_names",
     "load_tool",
-    "split_device",
 ]
-
-CUDA_SUFFIX = "_cuda"
-ENTRY_POINT_GROUP = "kscperf.tools"
-BUILTIN_TOOLS = ("pt", "ptnice", "ts", "compiled")
-# Built-ins that never need torch.compile's machinery (plug-ins might).
-EAGER_TOOLS = ("pt", "ptnice", "ts")
 
 
 class Unsupported(Exception):
@@ -173,35 +158,6 @@ def as_built(obj: Any, who: str) -> Built:
     return Built(fn, device, hooks[0], hooks[1], declared_support(obj, who))
 
 
-def split_device(tool: str) -> tuple[str, str]:
-    """`pt_cuda` -> ("pt", "cuda"); `pt` -> ("pt", "cpu")."""
-    if tool.endswith(CUDA_SUFFIX):
-        return tool[: -len(CUDA_SUFFIX)], "cuda"
-    return tool, "cpu"
-
-
-def parse_plugin_option(option: str) -> tuple[str, str]:
-    """`[NAME=]module:object` -> (NAME, "module:object"). Raises ValueError on bad syntax."""
-    name, _, target = option.rpartition("=")
-    module, sep, obj = target.partition(":")
-    if not sep or not module or not obj:
-        raise ValueError(f"--tool-plugin {option!r} is not of the form [NAME=]module:object")
-    name = name or obj.split(".")[-1]
-    if not name.isidentifier():
-        raise ValueError(f"--tool-plugin {option!r}: tool name {name!r} is not an identifier")
-    return name, target
-
-
-def plugin_tool_names(options: tuple[str, ...] = ()) -> dict[str, str]:
-    """Tool name -> "module:object" for every plug-in, from entry points and `options`,
-    without importing any of them."""
-    found = {ep.name: ep.value for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
-    for option in options:
-        name, target = parse_plugin_option(option)
-        found[name] = target
-    return found
-
-
 def _identity_compile(fn: Callable[..., Any], example_inputs: tuple[Any, ...],
                       device: str) -> Callable[..., Any]:
     return fn
@@ -235,6 +191,8 @@ _BUILTINS: dict[str, ToolImpl] = {
     "ts": ToolImpl("ts", "source", False, _script_compile),
     "compiled": ToolImpl("compiled", "source", True, _torch_compile),
 }
+# The parent plans with names.BUILTIN_TOOLS; the worker must build exactly those.
+assert tuple(_BUILTINS) == BUILTIN_TOOLS, "names.BUILTIN_TOOLS and worker.tools disagree"
 
 
 def _load_plugin(name: str, target: str) -> ToolImpl:

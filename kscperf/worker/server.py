@@ -1,0 +1,72 @@
+"""The fork server ("zygote"): `python -m kscperf.worker --serve [--no-compilers]`.
+
+It imports torch and the worker once, never initialises CUDA or runs a torch op (so no
+thread pool or CUDA context exists to be broken by fork()), then forks one fresh child per
+request read from stdin; each child runs `cell.main` on its spec and result paths.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import sys
+import traceback
+from typing import Any
+
+from kscperf.worker.cell import PRELOAD_ALWAYS, PRELOAD_FOR_COMPILERS, main, preload
+
+__all__ = ["serve"]
+
+
+def _serve_child(request: dict[str, Any], protocol_fds: tuple[int, int]) -> None:
+    try:
+        os.setsid()
+        for fd in protocol_fds:
+            os.close(fd)
+        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
+        os.close(null)
+        code = main(request["spec"], request["result"])
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+        code = 70
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def serve(preload_compilers: bool = True) -> int:
+    """The fork server loop: one JSON request per stdin line ({"spec", "result", "log"});
+    answers {"pid"} when the child starts and {"pid", "status", "maxrss_kb"} when it ends.
+    `preload_compilers` imports torch.compile's machinery too, for plans that use it."""
+    proto_in = os.dup(0)
+    proto_out = os.dup(1)
+    # Anything a library prints must not land in the protocol stream.
+    os.dup2(2, 1)
+    reader = os.fdopen(proto_in, "r", encoding="utf-8")
+
+    def reply(obj: dict[str, Any]) -> None:
+        os.write(proto_out, (json.dumps(obj) + "\n").encode())
+
+    preload(PRELOAD_ALWAYS + (PRELOAD_FOR_COMPILERS if preload_compilers else ()))
+    # Children inherit these objects; frozen, their collections skip them and their pages
+    # stay shared instead of being copied when the collector touches them.
+    gc.collect()
+    gc.freeze()
+    reply({"ready": True, "pid": os.getpid()})
+    for line in reader:
+        request = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            _serve_child(request, (proto_in, proto_out))
+        reply({"pid": pid})
+        _, status, rusage = os.wait4(pid, 0)
+        reply({"pid": pid, "status": status, "maxrss_kb": rusage.ru_maxrss})
+    return 0
