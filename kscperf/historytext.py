@@ -19,7 +19,7 @@ from kscperf.formatting import (
     markdown_text,
     one_line,
 )
-from kscperf.history import HistoryChange, HistoryCheck, StoredBuild, too_noisy
+from kscperf.history import ChangeKind, HistoryChange, HistoryCheck, StoredBuild, too_noisy
 from kscperf.names import Kind
 
 __all__ = ["HISTORY_FORMATS", "build_text", "change_what", "format_history_changes",
@@ -37,11 +37,11 @@ def build_text(label: str, commit: str) -> str:
 def change_what(change: HistoryChange) -> str:
     """What a `history.HistoryChange` is, in words: `slower`, `faster`, `environment` with
     what changed, or `status` with the statuses on either side."""
-    if change.kind == "environment":
+    if change.kind is ChangeKind.ENVIRONMENT:
         return f"environment: {change.detail}" if change.detail else "environment"
-    if change.kind == "status":
+    if change.kind is ChangeKind.STATUS:
         return f"status {change.before_status} -> {change.after_status}"
-    if change.kind == "too-noisy":
+    if change.kind is ChangeKind.TOO_NOISY:
         return f"too noisy: {change.detail}"
     what = str(change.kind)
     if change.key.kind is not None and change.key.kind.unit == "byte":

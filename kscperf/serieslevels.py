@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
 from kscperf import stats
+from kscperf.errors import CellStatus
 from kscperf.machine import ODD_STATE_FACTOR
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ __all__ = [
 ]
 
 # The status whose values give a series its level; other statuses are events, not levels.
-OK = "ok"
+OK = CellStatus.OK
 
 # Fewest builds on each side of a step for the builds to be the unit of replication of its
 # test; with fewer, Welch's t on per-build medians has few degrees of freedom on a side, and
