@@ -232,8 +232,9 @@ def _add_history(sub: Any) -> None:
         description="A history store keeps results files in build order with an SQLite "
                     "index; see docs/dashboard.md.")
     actions = hist.add_subparsers(dest="action", metavar="ACTION", required=True)
-    add = actions.add_parser("add", help="add results files to the store (all or none)")
-    add.add_argument("files", nargs="+", metavar="FILE")
+    add = actions.add_parser("add", help="add results files, or ab -o folders with their "
+                                         "lockstep links, to the store (all or none)")
+    add.add_argument("files", nargs="+", metavar="FILE|DIR")
     _add_store(add)
     add.add_argument("--machine", metavar="CLASS",
                      help="the machine class of these files (default: their host)")
@@ -465,7 +466,8 @@ def cmd_history(args: argparse.Namespace) -> int:
         print(f"rebuilt the index of {args.store}: {api.history_rebuild(args.store)} builds")
         return 0
     if args.action == "changes":
-        changes = api.history_changes(args.store, min_effect=args.min_effect)
+        changes = api.history_changes(args.store, min_effect=args.min_effect,
+                                      include_blind=True)
         print(format_history_changes(changes, args.format))
         return 0
     check = api.history_check(args.store, min_effect=args.min_effect)

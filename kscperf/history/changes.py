@@ -17,6 +17,7 @@ from typing import Any, Sequence
 
 from kscperf import machine, stats
 from kscperf.errors import CellStatus
+import kscperf.history.links as links
 from kscperf.history.series import Series, SeriesKey, StoredBuild
 from kscperf.history.store import HistoryStore
 from kscperf.names import Kind
@@ -177,16 +178,33 @@ def find_changes(store: HistoryStore, *, min_effect: float = stats.DEFAULT_MIN_E
     judges a row) is not listed as a step: the machine-speed event of that pair of builds
     is listed instead, so no build is blamed for the machine.
 
+    Where a series has lockstep links (`links.with_links`), each link decides its pair of
+    builds: a step there is a link beyond the minimum effect whose p-value survives the
+    same false discovery control, a link across environments is an environment event, and
+    the machine's speed explains nothing and is no event (both sides shared it).
+
     Every entry carries its series' `detectable_step`; with `include_blind`, each series too
-    noisy to see a step of `min_effect` (`too_noisy`) adds one entry of kind `too-noisy` at
-    its newest build, so that its silence is not read as "no change"."""
+    noisy to see a step of `min_effect` (`too_noisy`) and without lockstep links adds one
+    entry of kind `too-noisy` at its newest build, so that its silence is not read as "no
+    change"."""
     from kscperf import changepoints
 
     all_series = list(series) if series is not None else list(store.series())
     marks, shifts = _class_marks(store, all_series)
+    class_links: dict[str, dict[tuple[str, str], dict[int, links.Link]]] = {}
+    for cls in {s.key.machine_class for s in all_series}:
+        class_links[cls] = store.links(cls)
+        # Two builds measured in lockstep shared the machine's state: its speed between
+        # their separate runs is no event of theirs.
+        shifts[cls] -= {(link.base_id, link.new_id) for by_build in class_links[cls].values()
+                        for link in by_build.values()}
     points = [build_points(s, marks) for s in all_series]
-    found = {i: changepoints.detect_series(p, min_effect=min_effect)
-             for i, p in enumerate(points)}
+    found: dict[int, list[Any]] = {}
+    for i, s in enumerate(all_series):
+        found[i], _ = links.with_links(
+            s, changepoints.detect_series(points[i], min_effect=min_effect),
+            class_links[s.key.machine_class].get((str(s.key.kind), s.key.benchmark), {}),
+            min_effect=min_effect)
     kept = changepoints.control_fdr(found)
     out: list[HistoryChange] = []
     for i, changes in kept.items():
@@ -194,7 +212,10 @@ def find_changes(store: HistoryStore, *, min_effect: float = stats.DEFAULT_MIN_E
         sight = changepoints.detectable_step(points[i])
         out.extend(dataclasses.replace(c, detectable_step=sight) for c in _series_changes(
             s, changes, shifts[s.key.machine_class], min_effect))
-        if include_blind and s.points and too_noisy(sight, min_effect):
+        # A series with lockstep links is judged on them, whose noise its levels' figure
+        # does not describe: it is never called too noisy from its levels.
+        linked = class_links[s.key.machine_class].get((str(s.key.kind), s.key.benchmark))
+        if include_blind and s.points and not linked and too_noisy(sight, min_effect):
             out.append(_blind_entry(s, sight, min_effect))
     if not per_series_environment:
         out = _one_environment_entry(out)
@@ -240,7 +261,7 @@ def _machine_explained(s: Series, ch: Any, min_effect: float) -> bool:
     from kscperf import compare
 
     if not ch.is_step or s.key.kind is None or not s.key.kind.is_timed or ch.low is None \
-            or ch.high is None:
+            or ch.high is None or ch.detail == links.LINK_DETAIL:
         return False
     before = s.points[ch.before].build.machine_scores
     after = s.points[ch.after].build.machine_scores
