@@ -189,6 +189,15 @@ def build_parser() -> argparse.ArgumentParser:
     ab.add_argument("--replace", action="store_true", help="overwrite existing files")
     ab.add_argument("--report", metavar="HTML", help="also write the HTML report")
     _add_comparison(ab)
+    ab.add_argument("--until-resolved", action="store_true",
+                    help="after the profile's process pairs, add pairs to every cell whose "
+                         "run-time verdict is open until its interval is wholly beyond or "
+                         "within --min-effect, or --budget is spent (docs/method.md, "
+                         "'Running until resolved')")
+    ab.add_argument("--budget", dest="budget_s", type=_positive_float, default=600.0,
+                    metavar="SECONDS",
+                    help="with --until-resolved: start no pair that would end after this "
+                         "many seconds of the whole run (default 600)")
     ab.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
     lst = sub.add_parser("list", help="print the cells without running them")
@@ -293,6 +302,15 @@ def _progress_printer(quiet: bool) -> Callable[[Any, str], None] | None:
         print(safe_text(f"[{p.done}/{p.total}{eta}] {prefix}{p.cell.name} "
                         f"#{p.process_index + 1} {status.value}{wall}{reason}"),
               file=sys.stderr, flush=True)
+
+    return None if quiet else show
+
+
+def _look_printer(quiet: bool) -> Callable[[Any], None] | None:
+    from kscperf.formatting import format_look
+
+    def show(look: Any) -> None:
+        print(format_look(look), file=sys.stderr, flush=True)
 
     return None if quiet else show
 
@@ -402,7 +420,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
               api.Build(label=args.new_build, python=args.new_python, env=tuple(args.new_env))]
     session = _prepared(args, _config(args), builds, replace=args.replace,
                         output_dir=args.output_dir)
-    result = session.run(_progress_printer(args.quiet))
+    result = session.run(_progress_printer(args.quiet), _look_printer(args.quiet))
     written = " and ".join(result.outputs)
     if result.interrupted:
         _err(f"interrupted: wrote what both builds measured so far to {written}, marked "
