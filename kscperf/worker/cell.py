@@ -18,6 +18,7 @@ The fork server that runs it in forked children is `kscperf.worker.server`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import gc
@@ -31,7 +32,7 @@ import time
 import traceback
 import zlib
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -41,9 +42,10 @@ from kscperf.envinfo import machine_info, now_iso
 from kscperf.errors import CellStatus, describe_exception
 from kscperf.lockstep import Turns
 from kscperf.fileio import write_text_atomic
-from kscperf.spec import CanaryProbe, CellResult, CellSpec, ConfigResult, partial_result_path, \
+from kscperf.compilepanel import CompilePanel
+from kscperf.spec import CanaryProbe, CellResult, CellSpec, CheckResult, ConfigResult, partial_result_path, \
     phase_path
-from kscperf.worker import canary, check, measure, tasks
+from kscperf.worker import canary, check, compilepanel, measure, tasks
 from kscperf.worker.tools import Built, ToolImpl, Unavailable, Unsupported, as_built, load_tool
 from kscperf.worker.torchinfo import torch_info
 
@@ -108,6 +110,13 @@ class _Cell:
     clock: measure.TimeLoops
     loops: dict[str, int]
     after_value: Callable[[], None] | None
+    panel: compilepanel.PanelRecorder
+
+    def compile_panel(self) -> CompilePanel | None:
+        """The compile panel so far: for a lazy compiler, or a tool with figures."""
+        if not (self.lazy or self.built.figures):
+            return None
+        return self.panel.panel(self.built.figures)
 
     @property
     def ref_who(self) -> str:
@@ -161,11 +170,13 @@ def run_cell(spec: CellSpec, clock: measure.TimeLoops | None = None,
             canary.probe_machine("before"),)
         for name, config in configs:
             done.append(_run_config(cell, name, config))
+            cell.panel.config_done(name)
             if on_config is not None:
-                on_config(cell_result(configs=tuple(done), canary=probes))
+                on_config(cell_result(configs=tuple(done), canary=probes,
+                                      compile_panel=cell.compile_panel()))
         if probes:
             probes += (canary.probe_machine("after"),)
-        return cell_result(configs=tuple(done), canary=probes,
+        return cell_result(configs=tuple(done), canary=probes, compile_panel=cell.compile_panel(),
                            wall_s=time.perf_counter() - t_start)
     except (DefinitionError, tasks.OutputError) as exc:
         return CellResult.for_spec(spec, CellStatus.FAILED, str(exc), phase, metadata=metadata)
@@ -276,6 +287,7 @@ def _compile_cell(spec: CellSpec, loaded: _Loaded, first_config: tuple[Any, ...]
     """The compile phase, on the first config: the cell's shared state, and the compile
     time (None for tools that run the function as it is)."""
     task = tasks.task_for(spec.task)
+    panel = compilepanel.PanelRecorder(watch_torch=loaded.tool.lazy)
     example = tasks.to_device_args(first_config, loaded.device)
     diff = tasks.differentiable_indices(example, loaded.model.diff_args)
     built, compile_s = _compile(loaded, example, diff, task)
@@ -286,7 +298,7 @@ def _compile_cell(spec: CellSpec, loaded: _Loaded, first_config: tuple[Any, ...]
     if clock is None:
         clock = measure.cuda_clock() if device == "cuda" else measure.cpu_clock()
     cell = _Cell(spec, loaded.model, task, built.fn, built, loaded.tool.lazy, device,
-                 loaded.who, clock, dict(spec.loops), after_value)
+                 loaded.who, clock, dict(spec.loops), after_value, panel)
     return cell, (compile_s if loaded.tool.compiles else None)
 
 
@@ -336,12 +348,15 @@ def _run_config(cell: _Cell, name: str, config: tuple[Any, ...]) -> ConfigResult
         if isinstance(ready, str):
             return ConfigResult(status=CellStatus.SKIPPED, reason=ready, **common)
         phase = _enter("check", name)
-        common.update(_check(cell, config, ready))
+        checked, ref_value = _check(cell, config, ready)
+        common.update(checked)
         if cell.spec.check_only:
             result = ConfigResult(peak_rss_bytes=measure.peak_rss_bytes(), **common)
         else:
             phase = _enter("run", name)
             result = _measure(cell, name, ready.prepared, common)
+            phase = _enter("recheck", name)
+            result = _recheck(cell, config, ready, ref_value, result)
         if cell.built.example_done is not None:
             phase = _enter("teardown", name)
         return _example_done(cell, ready, result)
@@ -402,37 +417,83 @@ def _jacobian_too_big(cell: _Cell, ref_args: tuple[Any, ...], diff: tuple[int, .
     return ""
 
 
-def _check(cell: _Cell, config: tuple[Any, ...], ready: _Ready) -> dict[str, Any]:
+def _compare(cell: _Cell, config: tuple[Any, ...], got: list[torch.Tensor],
+             ref_value: list[torch.Tensor]) -> CheckResult:
+    rtol, atol = check.tolerance_for(_input_dtype(config), cell.model.tolerances)
+    return check.compare_values(got, ref_value, cell.task.checks, rtol, atol)
+
+
+def _check(cell: _Cell, config: tuple[Any, ...],
+           ready: _Ready) -> tuple[dict[str, Any], list[torch.Tensor]]:
     """The check phase: the tool's value against the float64 reference's, as the config's
-    check, prep_s, status, reason and phase."""
+    check, prep_s, status, reason and phase; and the reference's value, for the recheck."""
     ref_value = cell.task.value(cell.model.reference, ready.ref_args, ready.diff,
                                 ready.cotangent_seed, cell.ref_who)
     got = cell.task.value(cell.compiled, ready.args, ready.diff, ready.cotangent_seed, cell.who)
-    rtol, atol = check.tolerance_for(_input_dtype(config), cell.model.tolerances)
-    what = cell.task.checks
-    result = check.compare_values(got, ref_value, what, rtol, atol)
+    result = _compare(cell, config, got, ref_value)
     if result.passed:
         return dict(check=result, prep_s=ready.prep_s, status=CellStatus.OK, reason="",
-                    phase="")
+                    phase=""), ref_value
     return dict(check=result, prep_s=ready.prep_s, status=CellStatus.INCORRECT,
-                reason=f"{what} differs from the float64 reference: {result.detail}",
-                phase="check")
+                reason=f"{cell.task.checks} differs from the float64 reference: {result.detail}",
+                phase="check"), ref_value
+
+
+def _recheck(cell: _Cell, config: tuple[Any, ...], ready: _Ready,
+             ref_value: list[torch.Tensor], result: ConfigResult) -> ConfigResult:
+    """The check again, one call right after the timed loop: a tool that was right before
+    timing and is wrong now went wrong during timing, and its times are of a wrong answer."""
+    if result.status != CellStatus.OK:
+        return result
+    got = cell.task.value(cell.compiled, ready.args, ready.diff, ready.cotangent_seed, cell.who)
+    again = _compare(cell, config, got, ref_value)
+    if again.passed:
+        return result
+    return dataclasses.replace(
+        result, check=again, status=CellStatus.INCORRECT, phase="recheck",
+        reason=f"{cell.task.checks} went wrong during timing: it matched the float64 "
+               f"reference before the timed loop and differs from it after: {again.detail}")
+
+
+@contextlib.contextmanager
+def _timing_context(prepared: tasks.PreparedTask, lazy: bool) -> Iterator[None]:
+    # A lazy compiler may not compile inside the timed loop: that would be timed as running.
+    with prepared.context(), (compilepanel.no_recompiles() if lazy else contextlib.nullcontext()):
+        yield
+
+
+def _measure_values(cell: _Cell, name: str, prepared: tasks.PreparedTask) -> measure.Measurement:
+    spec = cell.spec
+    return measure.measure_values(prepared.timed, cell.clock, values=spec.values,
+                                  warmups=spec.warmups, min_time=spec.min_time,
+                                  loops=cell.loops.get(name),
+                                  context=functools.partial(_timing_context, prepared, cell.lazy),
+                                  after_value=cell.after_value)
 
 
 def _measure(cell: _Cell, name: str, prepared: tasks.PreparedTask,
              common: dict[str, Any]) -> ConfigResult:
-    """The run phase: calibrated timing of the prepared callable, then peak memory."""
-    spec = cell.spec
+    """The run phase: calibrated timing of the prepared callable (recompiles refused), then
+    peak memory. A recompile torch wants anyway is recorded, made outside the clock, and the
+    config timed again; a second one fails the config."""
     t0 = time.perf_counter()
-    m = measure.measure_values(prepared.timed, cell.clock, values=spec.values,
-                               warmups=spec.warmups, min_time=spec.min_time,
-                               loops=cell.loops.get(name), context=prepared.context,
-                               after_value=cell.after_value)
+    try:
+        m = _measure_values(cell, name, prepared)
+    except RuntimeError as exc:
+        reason = compilepanel.refused_recompile(exc)
+        if reason is None:
+            raise
+        cell.panel.timed_recompile(name, reason)
+        with prepared.context():
+            prepared.timed()
+        _sync(cell.device)
+        m = _measure_values(cell, name, prepared)
     duration = time.perf_counter() - t0
     peak_cuda = torch.cuda.max_memory_allocated() if cell.device == "cuda" else None
     return ConfigResult(values=tuple(m.values), warmups=tuple(m.warmups), loops=m.loops,
                         cuda_event_values=tuple(m.device_values), duration_s=duration,
                         peak_rss_bytes=measure.peak_rss_bytes(), peak_cuda_bytes=peak_cuda,
+                        clock_warning=measure.device_over_wall(m.values, m.device_values),
                         **common)
 
 
