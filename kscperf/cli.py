@@ -313,6 +313,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def _print_outcome(result: Any, check_only: bool) -> None:
     from kscperf.compare import summarize_build
+    from kscperf.compilestats import cell_panels
+    from kscperf.compileview import format_panel_table
     from kscperf.formatting import format_check_table, format_compile_table, \
         format_run_table, format_seconds
 
@@ -325,6 +327,9 @@ def _print_outcome(result: Any, check_only: bool) -> None:
         compile_table = format_compile_table(tools, rows)
         if compile_table:
             print("\n" + compile_table)
+        panel_table = format_panel_table(cell_panels(loaded.runs))
+        if panel_table:
+            print("\n" + panel_table)
     counts: dict[str, int] = {}
     for cell in loaded.cells:
         counts[cell.status.value] = counts.get(cell.status.value, 0) + 1

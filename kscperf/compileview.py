@@ -1,0 +1,158 @@
+"""Compile panels and their comparison as text, markdown, JSON and the report's rows.
+
+Lays out what `kscperf.compilestats` computed; decides nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from kscperf.compilepanel import PHASES
+from kscperf.compilestats import CellPanel, CompileChange
+from kscperf.textunits import align_columns, format_seconds, safe_text
+
+__all__ = ["PanelRow", "panel_rows", "format_panel_table", "format_compile_changes",
+           "compile_changes_markdown", "compile_changes_json"]
+
+
+def _count_text(n: int | None) -> str:
+    return "?" if n is None else str(n)
+
+
+def _cache_text(cache: Sequence[tuple[str, int | None]]) -> str:
+    got = dict(cache)
+    parts = []
+    for name in ("fxgraph", "aotautograd"):
+        hit, miss = got.get(f"{name}_hit"), got.get(f"{name}_miss")
+        if hit is not None or miss is not None:
+            parts.append(f"{name} {_count_text(hit)}/{_count_text((hit or 0) + (miss or 0))}")
+    return ", ".join(parts) or "?"
+
+
+@dataclass(frozen=True)
+class PanelRow:
+    """One cell's compile panel, as text cells for a table (the report, the terminal)."""
+
+    model: str
+    tool: str
+    task: str
+    every_config: str
+    first_compile: str
+    recompiles_s: str
+    phases: tuple[tuple[str, str], ...]
+    graphs: str
+    graph_breaks: str
+    recompiles: str
+    guards: str
+    kernels: str
+    cache: str
+    break_reasons: tuple[str, ...]
+    recompile_reasons: tuple[str, ...]
+    timed_recompiles: tuple[str, ...]
+    figures: tuple[str, ...]
+
+
+def _figure_text(name: str, unit: str, values: Sequence[float]) -> str:
+    value = sorted(values)[len(values) // 2] if values else math.nan
+    shown = format_seconds(value) if unit == "s" else f"{value:.4g} {unit}"
+    return f"{name} {shown}"
+
+
+def panel_rows(panels: Sequence[CellPanel]) -> list[PanelRow]:
+    """The rows of the compile table, one per cell, medians over processes."""
+    rows = []
+    for p in panels:
+        rows.append(PanelRow(
+            p.model, p.tool, p.task, format_seconds(p.median_s("every_config")),
+            format_seconds(p.median_s("first_compile")), format_seconds(p.median_s("recompiles")),
+            tuple((phase, format_seconds(p.median_s(phase))) for phase in PHASES),
+            _count_text(p.count("graphs")), _count_text(p.count("graph_breaks")),
+            _count_text(p.count("recompiles")), _count_text(p.guards), _count_text(p.kernels),
+            _cache_text(p.cache), p.graph_breaks, p.recompiles, p.timed_recompiles,
+            tuple(_figure_text(*f) for f in p.figures)))
+    return rows
+
+
+def format_panel_table(panels: Sequence[CellPanel]) -> str:
+    """The compile panel of a run for a terminal: per cell every config's compile, how it
+    splits between the first compile and recompiles, the counts and the cache, then each
+    graph break, recompile and tool figure on a line of its own; "" when no cell has one."""
+    rows = panel_rows(panels)
+    torch_rows = [r for p, r in zip(panels, rows) if p.has_torch]
+    lines = []
+    if torch_rows:
+        header = ["cell", "compile (all configs)", "first", "recompiles", "graphs", "breaks",
+                  "recompiled", "guards", "kernels", "cache hits"]
+        lines.append(align_columns([header] + [
+            [safe_text(f"{r.model}/{r.tool}/{r.task}"), r.every_config, r.first_compile,
+             r.recompiles_s, r.graphs, r.graph_breaks, r.recompiles, r.guards, r.kernels,
+             r.cache] for r in torch_rows]))
+    for r in rows:
+        cell = safe_text(f"{r.model}/{r.tool}/{r.task}")
+        lines += [f"  {cell}: graph break: {safe_text(b)}" for b in r.break_reasons]
+        lines += [f"  {cell}: recompiled: {safe_text(x)}" for x in r.recompile_reasons]
+        lines += [f"  {cell}: recompile refused in the timed loop: {safe_text(x)}"
+                  for x in r.timed_recompiles]
+        if r.figures:
+            lines.append(f"  {cell}: {safe_text(', '.join(r.figures))}")
+    return "\n".join(lines)
+
+
+def _value_text(c: CompileChange, value: float) -> str:
+    if not math.isfinite(value):
+        return "-"
+    if c.unit == "s":
+        return format_seconds(value)
+    return f"{value:.4g}" if c.unit == "count" else f"{value:.4g} {c.unit}"
+
+
+def _change_note(c: CompileChange) -> str:
+    notes = [f"new: {r}" for r in c.added] + [f"gone: {r}" for r in c.removed]
+    return "; ".join(notes)
+
+
+def _shown(changes: Sequence[CompileChange], only_changed: bool) -> list[CompileChange]:
+    return [c for c in changes if not only_changed or c.verdict != "same" or c.added]
+
+
+def format_compile_changes(changes: Sequence[CompileChange], only_changed: bool = True) -> str:
+    """The compile comparison for a terminal: one line per cell and figure (by default only
+    those that changed), each new graph break or recompile named; "" when there is none."""
+    shown = _shown(changes, only_changed)
+    if not shown:
+        return ""
+    header = ["cell", "compile", "base", "new", "ratio", "verdict", "what changed"]
+    body = [[safe_text(c.cell), f"{c.what} {c.name}", _value_text(c, c.base),
+             _value_text(c, c.new), f"{c.ratio:.2f}x" if math.isfinite(c.ratio) else "-",
+             c.verdict, safe_text(_change_note(c))] for c in shown]
+    return "Compile (phases, counts, tools' figures):\n" + align_columns([header] + body)
+
+
+def compile_changes_markdown(changes: Sequence[CompileChange], md: Any,
+                             only_changed: bool = True) -> list[str]:
+    """The compile comparison as markdown table lines, `md` escaping each cell."""
+    shown = _shown(changes, only_changed)
+    if not shown:
+        return []
+    lines = ["", "| verdict | cell | compile | base | new | what changed |",
+             "|---|---|---|---:|---:|---|"]
+    for c in shown:
+        cells = [c.verdict, c.cell, f"{c.what} {c.name}", _value_text(c, c.base),
+                 _value_text(c, c.new), _change_note(c)]
+        lines.append("| " + " | ".join(md(x) for x in cells) + " |")
+    return lines
+
+
+def compile_changes_json(changes: Sequence[CompileChange]) -> list[dict[str, Any]]:
+    """The compile comparison as JSON objects; NaN is null."""
+    def num(x: float) -> float | None:
+        return x if math.isfinite(x) else None
+
+    return [{"cell": c.cell, "what": c.what, "name": c.name, "unit": c.unit,
+             "base": num(c.base), "new": num(c.new), "ratio": num(c.ratio),
+             "p_value": num(c.p_value), "verdict": c.verdict, "added": list(c.added),
+             "removed": list(c.removed), "is_regression": c.is_regression}
+            for c in changes]
+
