@@ -13,7 +13,7 @@ from kscperf.compilepanel import PHASES
 from kscperf.compilestats import CellPanel, CompileChange
 from kscperf.textunits import align_columns, format_seconds, safe_text
 
-__all__ = ["PanelRow", "panel_rows", "format_panel_table", "format_compile_changes",
+__all__ = ["PanelRow", "panel_rows", "ChangeRow", "change_rows", "format_panel_table", "format_compile_changes",
            "compile_changes_markdown", "compile_changes_json"]
 
 
@@ -117,30 +117,51 @@ def _shown(changes: Sequence[CompileChange], only_changed: bool) -> list[Compile
     return [c for c in changes if not only_changed or c.verdict != "same" or c.added]
 
 
+@dataclass(frozen=True)
+class ChangeRow:
+    """One compile change as text cells (the report's table, the terminal's)."""
+
+    verdict: str
+    regression: bool
+    cell: str
+    what: str
+    base: str
+    new: str
+    ratio: str
+    note: str
+
+
+def change_rows(changes: Sequence[CompileChange], only_changed: bool = True) -> list[ChangeRow]:
+    """The rows of the compile comparison (by default only what changed), regressions
+    first as `compare_panels` sorted them."""
+    return [ChangeRow(c.verdict, c.is_regression, safe_text(c.cell), f"{c.what} {c.name}",
+                      _value_text(c, c.base), _value_text(c, c.new),
+                      f"{c.ratio:.2f}x" if math.isfinite(c.ratio) else "-",
+                      safe_text(_change_note(c)))
+            for c in _shown(changes, only_changed)]
+
+
 def format_compile_changes(changes: Sequence[CompileChange], only_changed: bool = True) -> str:
     """The compile comparison for a terminal: one line per cell and figure (by default only
     those that changed), each new graph break or recompile named; "" when there is none."""
-    shown = _shown(changes, only_changed)
-    if not shown:
+    rows = change_rows(changes, only_changed)
+    if not rows:
         return ""
     header = ["cell", "compile", "base", "new", "ratio", "verdict", "what changed"]
-    body = [[safe_text(c.cell), f"{c.what} {c.name}", _value_text(c, c.base),
-             _value_text(c, c.new), f"{c.ratio:.2f}x" if math.isfinite(c.ratio) else "-",
-             c.verdict, safe_text(_change_note(c))] for c in shown]
+    body = [[r.cell, r.what, r.base, r.new, r.ratio, r.verdict, r.note] for r in rows]
     return "Compile (phases, counts, tools' figures):\n" + align_columns([header] + body)
 
 
 def compile_changes_markdown(changes: Sequence[CompileChange], md: Any,
                              only_changed: bool = True) -> list[str]:
     """The compile comparison as markdown table lines, `md` escaping each cell."""
-    shown = _shown(changes, only_changed)
-    if not shown:
+    rows = change_rows(changes, only_changed)
+    if not rows:
         return []
     lines = ["", "| verdict | cell | compile | base | new | what changed |",
              "|---|---|---|---:|---:|---|"]
-    for c in shown:
-        cells = [c.verdict, c.cell, f"{c.what} {c.name}", _value_text(c, c.base),
-                 _value_text(c, c.new), _change_note(c)]
+    for r in rows:
+        cells = [r.verdict, r.cell, r.what, r.base, r.new, r.note]
         lines.append("| " + " | ".join(md(x) for x in cells) + " |")
     return lines
 

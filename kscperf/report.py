@@ -31,6 +31,8 @@ from kscperf.compare import (
     compare_builds,
     summarize_build,
 )
+from kscperf.compilestats import cell_panels
+from kscperf.compileview import ChangeRow, PanelRow, change_rows, panel_rows
 from kscperf.errors import TIMED_STATUSES, CellStatus, KscperfError
 from kscperf.names import BenchmarkName, benchmark_name
 from kscperf.fileio import write_text_atomic
@@ -136,6 +138,7 @@ class ModelSection:
     name: str
     rows: list[CellRow]
     figures: list[Figure]
+    compile_panel: list[PanelRow] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -190,6 +193,7 @@ class ComparisonSection:
     rows: list[CompareRow]
     geomeans: list[GeoRow]
     figures: list[Figure]
+    compile_changes: list[ChangeRow] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -376,6 +380,7 @@ def _speedup_figure(model: str, tools: list[str], rows: list[BuildRow], key: str
 
 def _models(results: LoadedResults, figure_prefix: str) -> list[ModelSection]:
     tools, rows = summarize_build(results)
+    panels = cell_panels(results.runs)
     sections = []
     for i, model in enumerate(dict.fromkeys(r.model for r in rows)):
         model_rows = [r for r in rows if r.model == model]
@@ -384,7 +389,8 @@ def _models(results: LoadedResults, figure_prefix: str) -> list[ModelSection]:
         if speed is not None:
             figures.append(speed)
         sections.append(ModelSection(f"model-{i}", formatting.safe_text(model),
-                                     _model_rows(tools, model_rows), figures))
+                                     _model_rows(tools, model_rows), figures,
+                                     panel_rows([p for p in panels if p.model == model])))
     return sections
 
 
@@ -454,7 +460,8 @@ def _comparison_section(comparison: Comparison) -> ComparisonSection:
         counts=[(v.value, _VERDICT_CLASS[v], str(counts[v])) for v in Verdict if v in counts],
         warnings=warnings, rows=[_compare_row(r) for r in comparison.rows],
         machine=[formatting.safe_text(line) for line in formatting.machine_lines(comparison.machine)],
-        geomeans=geomeans, figures=_ratio_figures(comparison))
+        geomeans=geomeans, figures=_ratio_figures(comparison),
+        compile_changes=change_rows(comparison.compile_changes))
 
 
 # ------------------------------------------------------------------------------ history
