@@ -25,7 +25,7 @@ __all__ = ["SPLITS", "CellPanel", "CompileChange", "cell_panels", "compare_panel
 # How a cell's compile seconds split: the first compile (the compile phase and the first
 # config's getting ready) and the recompiles later configs caused; their sum is every
 # config's compile.
-SPLITS = ("first_compile", "recompiles", "every_config")
+SPLITS = ("first_compile", "recompile_time", "all_configs")
 REGRESSION_VERDICTS = frozenset({"slower", "more"})
 
 Key = tuple[str, str, str]
@@ -102,8 +102,8 @@ def _summarize(key: Key, panels: list[CompilePanel]) -> CellPanel:
     last = panels[-1]
     return CellPanel(
         *key, processes=len(panels), phases=tuple((p, tuple(v)) for p, v in phases.items()),
-        splits=(("first_compile", tuple(first)), ("recompiles", tuple(again)),
-                ("every_config", tuple(a + b for a, b in zip(first, again)))),
+        splits=(("first_compile", tuple(first)), ("recompile_time", tuple(again)),
+                ("all_configs", tuple(a + b for a, b in zip(first, again)))),
         counts=tuple(counts.items()), graph_breaks=tuple(breaks), recompiles=tuple(recompiles),
         timed_recompiles=tuple(timed), guards=last.guards, kernels=last.kernels,
         cache=last.cache,

@@ -9,12 +9,14 @@ import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from kscperf.compilepanel import PHASES
-from kscperf.compilestats import CellPanel, CompileChange
+from kscperf.compilehistory import CompilePoint
+from kscperf.compilepanel import COUNTS, PHASES
+from kscperf.compilestats import SPLITS, CellPanel, CompileChange
 from kscperf.textunits import align_columns, format_seconds, safe_text
 
 __all__ = ["PanelRow", "panel_rows", "ChangeRow", "change_rows", "format_panel_table", "format_compile_changes",
-           "compile_changes_markdown", "compile_changes_json"]
+           "compile_changes_markdown", "compile_changes_json", "CompileHistoryView",
+           "compile_history_views"]
 
 
 def _count_text(n: int | None) -> str:
@@ -65,8 +67,8 @@ def panel_rows(panels: Sequence[CellPanel]) -> list[PanelRow]:
     rows = []
     for p in panels:
         rows.append(PanelRow(
-            p.model, p.tool, p.task, format_seconds(p.median_s("every_config")),
-            format_seconds(p.median_s("first_compile")), format_seconds(p.median_s("recompiles")),
+            p.model, p.tool, p.task, format_seconds(p.median_s("all_configs")),
+            format_seconds(p.median_s("first_compile")), format_seconds(p.median_s("recompile_time")),
             tuple((phase, format_seconds(p.median_s(phase))) for phase in PHASES),
             _count_text(p.count("graphs")), _count_text(p.count("graph_breaks")),
             _count_text(p.count("recompiles")), _count_text(p.guards), _count_text(p.kernels),
@@ -83,7 +85,7 @@ def format_panel_table(panels: Sequence[CellPanel]) -> str:
     torch_rows = [r for p, r in zip(panels, rows) if p.has_torch]
     lines = []
     if torch_rows:
-        header = ["cell", "compile (all configs)", "first", "recompiles", "graphs", "breaks",
+        header = ["cell", "compile (all configs)", "first", "recompile time", "graphs", "breaks",
                   "recompiled", "guards", "kernels", "cache hits"]
         lines.append(align_columns([header] + [
             [safe_text(f"{r.model}/{r.tool}/{r.task}"), r.every_config, r.first_compile,
@@ -177,3 +179,36 @@ def compile_changes_json(changes: Sequence[CompileChange]) -> list[dict[str, Any
              "removed": list(c.removed), "is_regression": c.is_regression}
             for c in changes]
 
+
+
+@dataclass(frozen=True)
+class CompileHistoryView:
+    """A cell's compile panel over the builds of one machine class: one column per split,
+    phase and count, one row (build label, texts) per build, newest first."""
+
+    machine_class: str
+    columns: list[str]
+    builds: list[tuple[str, list[str]]]
+
+
+def compile_history_views(series_by_class: dict[str, dict[tuple[str, str], list[CompilePoint]]],
+                          cell: str) -> list[CompileHistoryView]:
+    """The compile table of `cell` for each machine class whose builds have its panel."""
+    views = []
+    for cls, series in sorted(series_by_class.items()):
+        names = [n for n in SPLITS + PHASES + COUNTS if (cell, n) in series]
+        if not names:
+            continue
+        rows: dict[str, dict[str, str]] = {}
+        for name in names:
+            for point in series[cell, name]:
+                if point.value is None:
+                    text = "?"
+                else:
+                    text = f"{point.value:g}" if name in COUNTS else format_seconds(point.value)
+                rows.setdefault(point.build, {})[name] = text
+        builds = [(safe_text(label), [cells.get(n, "-") for n in names])
+                  for label, cells in reversed(rows.items())]
+        views.append(CompileHistoryView(safe_text(cls), [n.replace("_", " ") for n in names],
+                                        builds))
+    return views

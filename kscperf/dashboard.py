@@ -20,6 +20,7 @@ row shows.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import hashlib
 import math
@@ -32,6 +33,8 @@ from typing import Any, Iterable, Sequence
 from markupsafe import Markup
 
 from kscperf import formatting, stats
+from kscperf.compilehistory import compile_series
+from kscperf.compileview import CompileHistoryView, compile_history_views
 from kscperf.compare import REFERENCE_TOOL
 from kscperf.history import (
     HistoryChange,
@@ -235,6 +238,7 @@ class BenchmarkView:
     model: str
     model_href: str
     sections: list[SectionView]
+    compile: list[CompileHistoryView] = field(default_factory=list)
 
 
 @dataclass
@@ -604,6 +608,7 @@ def build_views(store: HistoryStore, *, min_effect: float = stats.DEFAULT_MIN_EF
     summary = [_summary_row(cls, tool, task, g, count[cls]) for (cls, tool, task), g in
                sorted(_summary_groups(all_series).items())]
     models, benchmarks = _pages_of_benchmarks(all_series, by_series)
+    benchmarks = _with_compile_panels(store, builds, benchmarks)
     index = IndexView(
         title="kscperf dashboard", generated=generated, root="", store=_text(store.root),
         classes=classes, summary=summary,
@@ -613,6 +618,17 @@ def build_views(store: HistoryStore, *, min_effect: float = stats.DEFAULT_MIN_EF
                  for i, c in enumerate(open_changes)],
         environment=_environment_events(changes), models=_model_index(all_series, open_changes))
     return _Pages(index, models, benchmarks)
+
+
+def _with_compile_panels(store: HistoryStore, builds: Sequence[StoredBuild],
+                         benchmarks: dict[str, BenchmarkView]) -> dict[str, BenchmarkView]:
+    """The benchmark pages with their cell's compile panel over the newest builds (as many
+    as a page's table lists: each build's file is read for it)."""
+    by_class = {cls: compile_series([b for b in builds if b.machine_class == cls][-_TABLE_BUILDS:])
+                for cls in store.machine_classes()}
+    return {href: dataclasses.replace(view, compile=compile_history_views(
+                by_class, "/".join(view.benchmark.split("/", 3)[:3])))
+            for href, view in benchmarks.items()}
 
 
 def _first_config(c: HistoryChange, all_series: Iterable[Series]) -> str:

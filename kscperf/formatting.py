@@ -593,8 +593,15 @@ def format_history_check(check: Any, confirm: Any) -> str:
     newest = ", ".join(f"{_md(build_text(b.label, b.git_commit))} on {_md(b.machine_class)}"
                        for b in check.newest)
     lines = [f"**kscperf history check**: newest {newest or 'nothing: the store is empty'}", ""]
+    compile_opened = getattr(check, "compile_opened", ())
+    if compile_opened:
+        lines += [f"**{len(compile_opened)} compile regression(s) opened by the newest build:**",
+                  ""] + [f"- `{_md(c.cell)}`: {_md(c.name)} {c.base:g} → {c.new:g}"
+                         + "".join(f"; new: {_md(r)}" for r in c.added) for c in compile_opened]
+        lines.append("")
     if not check.opened:
-        lines.append("No regression opened by the newest build.")
+        lines.append("No regression opened by the newest build." if not compile_opened else
+                     "No time, memory or status regression opened by the newest build.")
     else:
         lines += [f"**{len(check.opened)} regression(s) opened by the newest build:**", "",
                   _markdown_changes(list(check.opened)), ""]
