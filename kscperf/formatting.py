@@ -148,7 +148,7 @@ def format_check_table(cells: list[CellSummary]) -> str:
                    f"{chk.rtol:g}/{chk.atol:g}"] if chk is not None else ["", "", "", ""])
         body.append([safe_text(c.model), safe_text(c.tool), c.task,
                      safe_text(c.config if c.config is not None else "*"), c.status.value,
-                     *errors, safe_text(c.reason)[:100]])
+                     *errors, safe_text(c.reason)])
     return _align([header] + body)
 
 

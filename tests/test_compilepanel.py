@@ -209,3 +209,39 @@ def test_device_time_over_wall_time_is_flagged() -> None:
     flag = device_over_wall([1e-3, 1e-3], [0.9e-3, 1.5e-3])
     assert "1 of 2 values" in flag and "1.5e+03 us" in flag
 
+
+
+def test_the_skip_hook_may_name_the_tool() -> None:
+    from kscperf.spec import CellSpec
+    from kscperf.worker.cell import run_cell
+
+    def statuses(tool: str) -> dict[str, tuple[CellStatus, str]]:
+        result = run_cell(CellSpec(model="skipper", tool=tool, task="inference",
+                                   module_path=str(PANEL / "skiptool.py"), values=2,
+                                   warmups=0, min_time=0.0001))
+        return {c.config: (c.status, c.reason) for c in result.configs}
+
+    assert statuses("pt") == {"4": (CellStatus.OK, ""), "64": (CellStatus.OK, "")}
+    nice = statuses("ptnice")
+    assert nice["4"] == (CellStatus.OK, "")
+    assert nice["64"] == (CellStatus.SKIPPED, "ptnice costs too much on config 64")
+
+
+def test_progress_beats_with_the_workers_phase_while_it_runs(tmp_path: Path) -> None:
+    import time
+
+    from kscperf.heartbeat import eta_while_running, watching
+    from kscperf.spec import phase_path
+
+    result_path = str(tmp_path / "cell.result.json")
+    beats: list[tuple[str, str, str, float]] = []
+    with watching(result_path, lambda *b: beats.append(b), every_s=0.05):
+        time.sleep(0.2)
+        Path(phase_path(result_path)).write_text("prep\n4x3\n2 of 2")
+        time.sleep(0.3)
+    assert beats and beats[0][:3] == ("", "", "")  # nothing noted yet
+    assert beats[-1][:3] == ("prep", "4x3", "2 of 2")
+    assert all(b[3] > 0 for b in beats)
+    # Three workers took 30 s; the fourth of ten has run 90 s: the mean it makes counts.
+    assert eta_while_running(30.0, 3, 10, 90.0) == pytest.approx(30.0 * 6)
+    assert eta_while_running(30.0, 3, 10, 0.0) == pytest.approx(7.5 * 6)

@@ -188,6 +188,8 @@ def test_interrupt_writes_partial_then_resume_finishes(tmp_path: Path, sig: int)
     assert proc.returncode == 130, "".join(seen) + rest_err
     assert "Traceback" not in rest_err
     assert f"--resume {out}" in rest_err
+    # What it measured is shown before the hint: the run table on stdout.
+    assert rest_out.startswith("model") and "healthy" in rest_out, rest_out
     partial = json.loads(out.read_text())
     assert partial["kscperf"]["complete"] is False
     done_before = {(r["model"], r["tool"], r["task"], r["process_index"])

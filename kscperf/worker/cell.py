@@ -73,10 +73,14 @@ def preload(modules: tuple[str, ...]) -> None:
 _phase_path: str | None = None
 
 
+# Which of the cell's configs is running ("2 of 3"), noted with the phase for progress.
+_position = ""
+
+
 def _enter(phase: str, config: str = "") -> str:
     if _phase_path is not None:
         with open(_phase_path, "w", encoding="utf-8") as fp:
-            fp.write(f"{phase}\n{config}")
+            fp.write(f"{phase}\n{config}\n{_position if config else ''}")
     return phase
 
 
@@ -168,7 +172,9 @@ def run_cell(spec: CellSpec, clock: measure.TimeLoops | None = None,
         # partner's values.
         probes: tuple[CanaryProbe, ...] = () if spec.check_only else (
             canary.probe_machine("before"),)
-        for name, config in configs:
+        global _position
+        for i, (name, config) in enumerate(configs):
+            _position = f"{i + 1} of {len(configs)}"
             done.append(_run_config(cell, name, config))
             cell.panel.config_done(name)
             if on_config is not None:
@@ -338,9 +344,9 @@ def _run_config(cell: _Cell, name: str, config: tuple[Any, ...]) -> ConfigResult
     config raises becomes the result's status, in the phase it was raised in."""
     common: dict[str, Any] = {"config": name, "numel": _numel(config), "date": now_iso()}
     # Outside the try: a skip hook that raises fails the whole cell, not one config.
-    reason = cell.model.skip(cell.spec.task, name) if cell.model.skip is not None else None
+    reason = cell.model.skip_reason(cell.spec.task, name, cell.spec.tool)
     if reason:
-        return ConfigResult(status=CellStatus.SKIPPED, reason=str(reason), **common)
+        return ConfigResult(status=CellStatus.SKIPPED, reason=reason, **common)
     phase = _enter("prep", name)
     ready: _Ready | str | None = None
     try:
