@@ -29,7 +29,6 @@ import shutil
 import sys
 import tempfile
 import time
-import traceback
 import zlib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -39,13 +38,14 @@ import torch
 from kscperf.definitions import DefinitionError, ResolvedModel, import_definition_module, \
     resolve_model
 from kscperf.envinfo import machine_info, now_iso
-from kscperf.errors import CellStatus, describe_exception
+from kscperf.errors import CellStatus
 from kscperf.lockstep import Turns
 from kscperf.fileio import write_text_atomic
 from kscperf.compilepanel import CompilePanel
 from kscperf.spec import CanaryProbe, CellResult, CellSpec, CheckResult, ConfigResult, partial_result_path, \
     phase_path
 from kscperf.worker import canary, check, compilepanel, measure, tasks
+from kscperf.worker.failures import reason_for, status_for
 from kscperf.worker.tools import Built, ToolImpl, Unavailable, Unsupported, as_built, load_tool
 from kscperf.worker.torchinfo import torch_info
 
@@ -187,7 +187,7 @@ def run_cell(spec: CellSpec, clock: measure.TimeLoops | None = None,
     except (DefinitionError, tasks.OutputError) as exc:
         return CellResult.for_spec(spec, CellStatus.FAILED, str(exc), phase, metadata=metadata)
     except Exception as exc:
-        return CellResult.for_spec(spec, _status_for(exc), _reason_for(exc), phase,
+        return CellResult.for_spec(spec, status_for(exc), reason_for(exc), phase,
                                    metadata=metadata)
 
 
@@ -241,7 +241,7 @@ def load_configs(model: ResolvedModel, seed: int) -> list[tuple[str, tuple[Any, 
     try:
         configs = [_as_args(c) for c in model.configs()]
     except Exception as exc:
-        raise DefinitionError(f"{where} raised {_reason_for(exc)}") from exc
+        raise DefinitionError(f"{where} raised {reason_for(exc)}") from exc
     if not configs:
         raise DefinitionError(f"{where} yielded no configs")
     if model.config_names is not None:
@@ -369,7 +369,7 @@ def _run_config(cell: _Cell, name: str, config: tuple[Any, ...]) -> ConfigResult
     except Exception as exc:
         # What the check found (and prep time) stays; the status is the failure's.
         kept = {k: v for k, v in common.items() if k not in ("status", "reason", "phase")}
-        return ConfigResult(status=_status_for(exc), phase=phase, reason=_reason_for(exc),
+        return ConfigResult(status=status_for(exc), phase=phase, reason=reason_for(exc),
                             **kept)
     finally:
         ready = None  # drop the graph before the next config
@@ -513,42 +513,7 @@ def _input_dtype(config: tuple[Any, ...]) -> torch.dtype:
                  and a.is_floating_point()), torch.float32)
 
 
-# -- failures and devices ------------------------------------------------------------------
-
-def _where(exc: BaseException) -> str:
-    """The innermost frame of a traceback that is not kscperf's or torch's own, if any."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    # By package folder, not by name: a checkout is often itself called kscperf/.
-    own = tuple(os.path.dirname(os.path.abspath(m.__file__ or "")) + os.sep
-                for m in (check, torch))
-    for frame in reversed(frames):
-        if not os.path.abspath(frame.filename).startswith(own):
-            return f" (at {os.path.basename(frame.filename)}:{frame.lineno} in {frame.name})"
-    return ""
-
-
-def _reason_for(exc: BaseException) -> str:
-    # For these the status already says what kind of exception it was.
-    typed = not isinstance(exc, (Unsupported, Unavailable))
-    return f"{describe_exception(exc, with_type=typed)}{_where(exc)}"
-
-
-def _is_oom(exc: BaseException) -> bool:
-    # CPU allocation failures in torch are plain RuntimeErrors ("DefaultCPUAllocator: can't
-    # allocate memory"); CUDA's are torch.OutOfMemoryError.
-    text = str(exc).lower()
-    return isinstance(exc, (MemoryError, torch.OutOfMemoryError)) or (
-        isinstance(exc, RuntimeError)
-        and ("out of memory" in text or "can't allocate memory" in text))
-
-
-def _status_for(exc: BaseException) -> CellStatus:
-    if isinstance(exc, Unsupported):
-        return CellStatus.UNSUPPORTED
-    if isinstance(exc, Unavailable):
-        return CellStatus.SKIPPED
-    return CellStatus.OOM if _is_oom(exc) else CellStatus.FAILED
-
+# -- devices ---------------------------------------------------------------------------
 
 def _sync(device: str) -> None:
     if device == "cuda":
