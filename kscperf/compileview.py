@@ -5,18 +5,19 @@ Lays out what `kscperf.compilestats` computed; decides nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Sequence, TypeVar
 
-from kscperf.compilehistory import CompilePoint
+from kscperf.compilehistory import CompilePoint, compile_series
 from kscperf.compilepanel import COUNTS, PHASES
 from kscperf.compilestats import SPLITS, CellPanel, CompileChange
 from kscperf.textunits import align_columns, format_seconds, safe_text
 
 __all__ = ["PanelRow", "panel_rows", "ChangeRow", "change_rows", "format_panel_table", "format_compile_changes",
            "compile_changes_markdown", "compile_changes_json", "CompileHistoryView",
-           "compile_history_views"]
+           "compile_history_views", "with_compile_tables"]
 
 
 def _count_text(n: int | None) -> str:
@@ -212,3 +213,19 @@ def compile_history_views(series_by_class: dict[str, dict[tuple[str, str], list[
         views.append(CompileHistoryView(safe_text(cls), [n.replace("_", " ") for n in names],
                                         builds))
     return views
+
+
+_Page = TypeVar("_Page")
+
+
+def with_compile_tables(pages: dict[str, _Page], builds: Sequence[Any],
+                        newest: int) -> dict[str, _Page]:
+    """The dashboard's benchmark pages (views with `benchmark` and `compile`) with their
+    cell's compile table over the newest `newest` builds of each machine class in `builds`
+    (`history.StoredBuild`s, oldest first): each of those builds' files is read for it."""
+    classes = dict.fromkeys(b.machine_class for b in builds)
+    by_class = {cls: compile_series([b for b in builds if b.machine_class == cls][-newest:])
+                for cls in classes}
+    return {href: dataclasses.replace(view, compile=compile_history_views(  # type: ignore
+                by_class, "/".join(str(getattr(view, "benchmark")).split("/", 3)[:3])))
+            for href, view in pages.items()}
