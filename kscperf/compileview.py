@@ -55,6 +55,7 @@ class PanelRow:
     recompile_reasons: tuple[str, ...]
     timed_recompiles: tuple[str, ...]
     figures: tuple[str, ...]
+    torch: bool  # torch's compile record was read (not a tool's figures alone)
 
 
 def _figure_text(name: str, unit: str, values: Sequence[float]) -> str:
@@ -63,18 +64,23 @@ def _figure_text(name: str, unit: str, values: Sequence[float]) -> str:
     return f"{name} {shown}"
 
 
+def _seconds(value: float) -> str:
+    # A phase that did not run (a cache hit, no GPU) reads as 0, not as "0 ns".
+    return "0" if value == 0 else format_seconds(value)
+
+
 def panel_rows(panels: Sequence[CellPanel]) -> list[PanelRow]:
     """The rows of the compile table, one per cell, medians over processes."""
     rows = []
     for p in panels:
         rows.append(PanelRow(
-            p.model, p.tool, p.task, format_seconds(p.median_s("all_configs")),
-            format_seconds(p.median_s("first_compile")), format_seconds(p.median_s("recompile_time")),
-            tuple((phase, format_seconds(p.median_s(phase))) for phase in PHASES),
+            p.model, p.tool, p.task, _seconds(p.median_s("all_configs")),
+            _seconds(p.median_s("first_compile")), _seconds(p.median_s("recompile_time")),
+            tuple((phase, _seconds(p.median_s(phase))) for phase in PHASES),
             _count_text(p.count("graphs")), _count_text(p.count("graph_breaks")),
             _count_text(p.count("recompiles")), _count_text(p.guards), _count_text(p.kernels),
             _cache_text(p.cache), p.graph_breaks, p.recompiles, p.timed_recompiles,
-            tuple(_figure_text(*f) for f in p.figures)))
+            tuple(_figure_text(*f) for f in p.figures), p.has_torch))
     return rows
 
 
