@@ -207,20 +207,30 @@ class PanelRecorder:
     ready are the first compile; what a later config compiles is its recompile."""
 
     watch_torch: bool
-    _start: _Snapshot = field(default_factory=_Snapshot.take)
+    _start: _Snapshot | None = None
     _mark: _Snapshot | None = None
+    _configs_done: int = 0
     _first_s: float | None = None
     _by_config: list[tuple[str, float]] = field(default_factory=list)
     _timed: list[str] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        # Only a lazy compiler's cell reads torch's record: importing dynamo and inductor to
+        # read it would make their caches in any other cell.
+        if self.watch_torch:
+            self._start = _Snapshot.take()
+
     def config_done(self, config: str) -> None:
         """`config` is done: what compiled since the last mark is its compile."""
-        mark = self._mark or self._start
-        seconds = _frames_seconds(mark.new_metrics())
-        if self._first_s is None:
+        if self._start is None:
+            return
+        if self._configs_done == 0:
             self._first_s = _frames_seconds(self._start.new_metrics())
-        elif seconds is not None:
-            self._by_config.append((config, seconds))
+        else:
+            seconds = _frames_seconds((self._mark or self._start).new_metrics())
+            if seconds is not None:
+                self._by_config.append((config, seconds))
+        self._configs_done += 1
         self._mark = _Snapshot.take()
 
     def timed_recompile(self, config: str, reason: str) -> None:
@@ -229,9 +239,9 @@ class PanelRecorder:
 
     def panel(self, figures: tuple[Figure, ...] = ()) -> CompilePanel:
         """Everything compiled since the cell's compile phase began, with `figures`."""
-        if not self.watch_torch:
-            return CompilePanel(figures=figures)
         s = self._start
+        if s is None:
+            return CompilePanel(figures=figures)
         metrics = s.new_metrics()
         kernels = _kernel_count()
         stats = s.counter_delta("stats")
