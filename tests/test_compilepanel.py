@@ -245,3 +245,23 @@ def test_progress_beats_with_the_workers_phase_while_it_runs(tmp_path: Path) -> 
     # Three workers took 30 s; the fourth of ten has run 90 s: the mean it makes counts.
     assert eta_while_running(30.0, 3, 10, 90.0) == pytest.approx(30.0 * 6)
     assert eta_while_running(30.0, 3, 10, 0.0) == pytest.approx(7.5 * 6)
+
+
+@pytest.mark.slow
+def test_history_check_fails_on_the_new_break_and_the_dashboard_shows_phases(
+        builds: Any) -> None:
+    store, site = builds["dir"] / "store", builds["dir"] / "site"
+    for build in ("base", "new"):
+        proc = cli("history", "add", builds[build], "--store", store)
+        assert proc.returncode == 0, explain(proc)
+    check = cli("history", "check", "--store", store)
+    assert check.returncode == 1, explain(check)
+    assert "compile regression(s) opened by the newest build" in check.stdout
+    assert "graph\\_breaks 0 → 1; new: Data-dependent branching" in check.stdout
+    proc = cli("dashboard", "--store", store, "-o", site)
+    assert proc.returncode == 0, explain(proc)
+    (page,) = (site / "benchmarks").glob("branchy_compiled_fwd_8-*.html")
+    html = page.read_text(encoding="utf-8")
+    assert "Compile of the cell on" in html
+    for column in ("first compile", "recompile time", "dynamo", "aot autograd", "graph breaks"):
+        assert f"<th>{column}</th>" in html
