@@ -127,9 +127,14 @@ def _add_min_effect(p: argparse.ArgumentParser) -> None:
                    help="smallest relative change called faster/slower (default %(default)g)")
 
 
+def _add_format(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--format", choices=("table", "markdown", "json"), default="table",
+                   help="how to print it (default %(default)s)")
+
+
 def _add_comparison(p: argparse.ArgumentParser) -> None:
     _add_min_effect(p)
-    p.add_argument("--format", choices=("table", "markdown", "json"), default="table")
+    _add_format(p)
     p.add_argument("--fail-on-regression", action="store_true",
                    help="exit 1 when anything got significantly slower, incorrect or failing")
 
@@ -243,7 +248,7 @@ def _add_history(sub: Any) -> None:
         _add_store(p)
         _add_min_effect(p)
         if name == "changes":
-            p.add_argument("--format", choices=("table", "markdown", "json"), default="table")
+            _add_format(p)
     dash = sub.add_parser("dashboard", help="write the static dashboard of a history store")
     _add_store(dash)
     dash.add_argument("-o", "--output", required=True, metavar="DIR",

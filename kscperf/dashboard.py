@@ -33,6 +33,7 @@ from markupsafe import Markup
 from kscperf import formatting, historytext, stats
 from kscperf.compileview import CompileHistoryView, with_compile_tables
 from kscperf.history import (
+    ChangeKind,
     HistoryChange,
     HistoryStore,
     Series,
@@ -365,7 +366,7 @@ def _environment_events(changes: Sequence[HistoryChange]) -> list[EnvironmentVie
     counted: dict[tuple[str, int, int, str], int] = {}
     builds: dict[int, StoredBuild] = {}
     for c in changes:
-        if c.kind == "environment":
+        if c.kind is ChangeKind.ENVIRONMENT:
             key = (c.key.machine_class, c.before.id, c.after.id, c.detail)
             counted[key] = counted.get(key, 0) + 1
             builds[c.before.id], builds[c.after.id] = c.before, c.after
@@ -460,7 +461,7 @@ def _pages_of_benchmarks(all_series: Sequence[Series],
     by_page: dict[str, dict[str, list[Series]]] = {}
     compiles: dict[tuple[str, str], Series] = {}
     for s in all_series:
-        if s.key.kind == "compile":
+        if s.key.kind is Kind.COMPILE:
             compiles[(s.key.machine_class, s.key.benchmark)] = s
         else:
             by_page.setdefault(s.key.benchmark, {}).setdefault(s.key.machine_class, []).append(s)
@@ -477,7 +478,7 @@ def _pages_of_benchmarks(all_series: Sequence[Series],
             shown = series + ([compile_series] if compile_series is not None else [])
             sections.append(_section(cls, shown, by_series, "../" + page))
             for s in series:
-                if s.key.kind == "time":
+                if s.key.kind is Kind.TIME:
                     models.setdefault(model, []).append(
                         _model_row(s, by_series.get(s.key, []), "../" + page))
         benchmarks[page] = BenchmarkView(_text(f"kscperf: {bench}"), "../", _text(bench),
@@ -493,7 +494,7 @@ def _model_index(all_series: Sequence[Series], open_changes: Sequence[HistoryCha
     tasks: dict[str, dict[str, None]] = {}
     count: dict[str, set[str]] = {}
     for s in all_series:
-        if s.key.kind != "time":
+        if s.key.kind is not Kind.TIME:
             continue
         tools.setdefault(s.key.model, {})[s.key.tool] = None
         tasks.setdefault(s.key.model, {})[s.key.task] = None
@@ -532,7 +533,7 @@ def build_views(store: HistoryStore, *, min_effect: float = stats.DEFAULT_MIN_EF
     index = IndexView(
         title="kscperf dashboard", generated=generated, root="", store=_text(store.root),
         classes=classes, summary=summary,
-        changes=[_change_view(c, _benchmark_href(c.key.benchmark if c.key.kind != "compile"
+        changes=[_change_view(c, _benchmark_href(c.key.benchmark if c.key.kind is not Kind.COMPILE
                                                  else _first_config(c, all_series)),
                               expanded=c.is_regression and i < _EXPANDED_CHANGES)
                  for i, c in enumerate(still_open)],
@@ -543,7 +544,7 @@ def build_views(store: HistoryStore, *, min_effect: float = stats.DEFAULT_MIN_EF
 def _first_config(c: HistoryChange, all_series: Iterable[Series]) -> str:
     """The benchmark page that shows a cell's compile time: its first config's."""
     for s in all_series:
-        if s.key.kind == "time" and s.key.cell == c.key.cell and \
+        if s.key.kind is Kind.TIME and s.key.cell == c.key.cell and \
                 s.key.machine_class == c.key.machine_class:
             return s.key.benchmark
     return c.key.benchmark
