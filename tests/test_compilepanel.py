@@ -265,3 +265,15 @@ def test_history_check_fails_on_the_new_break_and_the_dashboard_shows_phases(
     assert "Compile of the cell on" in html
     for column in ("first compile", "recompile time", "dynamo", "aot autograd", "graph breaks"):
         assert f"<th>{column}</th>" in html
+
+
+def test_a_compilers_message_keeps_the_users_file_and_line() -> None:
+    from kscperf.errors import describe_exception
+
+    scripted = RuntimeError(
+        "Python builtin <built-in function open> is currently not supported in Torchscript:\n"
+        '  File "/somewhere/models/bar.py", line 7\n    return open(x)\n')
+    assert describe_exception(scripted) == (
+        "RuntimeError: Python builtin <built-in function open> is currently not supported in "
+        "Torchscript: (at bar.py:7)")
+    assert describe_exception(ValueError("one line")) == "ValueError: one line"
