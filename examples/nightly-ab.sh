@@ -17,11 +17,15 @@
 #   BUILD       the build's label                                            git short commit, else a UTC timestamp
 #   RUN_FLAGS   profile and selection flags (ab pairs processes: keep at     (none: the default profile)
 #               least 2 per cell, so not --fast)
+#   AB_BUDGET   seconds the lockstep run may take: it adds process pairs     1800
+#               to every cell whose verdict is still open until each is
+#               resolved (`ab --until-resolved`), and starts none after this
 #
 # It keeps RESULTS/last-nightly.json (the last build's file) and RESULTS/last-nightly.env (its
 # label and Python), and writes RESULTS/BUILD.json (this build's file), RESULTS/BUILD.html (the
-# report), from `ab` RESULTS/ab/BUILD/ with both builds' files of that night, the history store
-# RESULTS/history/ and the dashboard RESULTS/dashboard/index.html.
+# report), from `ab` RESULTS/ab/BUILD/ with both builds' files of that night (added to the
+# history store as a lockstep link), the history store RESULTS/history/ and the dashboard
+# RESULTS/dashboard/index.html.
 #
 # Exit status: 0 when every cell is ok and nothing regressed; 1 when a cell went bad or the
 # comparison found a regression (the files are written all the same); 2 for bad usage; else
@@ -32,6 +36,7 @@ set -euo pipefail
 SUITE=${SUITE:-bench_defs}
 RESULTS=${RESULTS:-nightly-ab}
 RUN_FLAGS=${RUN_FLAGS-}
+AB_BUDGET=${AB_BUDGET:-1800}
 NEW_PYTHON=${NEW_PYTHON:-$(command -v python3)}
 if [ -z "${BUILD:-}" ]; then
     BUILD=$(git rev-parse --short HEAD 2>/dev/null) || BUILD=$(date -u +%Y%m%d-%H%M%S)
@@ -67,7 +72,7 @@ if [ -f "$RESULTS/last-nightly.env" ]; then
     done < "$RESULTS/last-nightly.env"
 fi
 
-bad=no regressed=no
+bad=no regressed=no night=""
 if [ -n "$last_python" ] && [ "$last_build" != "$BUILD" ] \
         && "$last_python" -c 'import torch' >/dev/null 2>&1; then
     say "lockstep: $last_build ($last_python) against $BUILD ($NEW_PYTHON)"
@@ -75,7 +80,8 @@ if [ -n "$last_python" ] && [ "$last_build" != "$BUILD" ] \
     status=0
     run-benchmarks ab "${suite[@]}" "${run_flags[@]}" --base-python "$last_python" \
         --base-build "$last_build" --new-python "$NEW_PYTHON" --new-build "$BUILD" \
-        -o "$night" --replace --report "$report" || status=$?
+        --until-resolved --budget "$AB_BUDGET" -o "$night" --replace --report "$report" \
+        || status=$?
     case $status in
         0) ;;
         1) bad=yes ;;
@@ -124,9 +130,20 @@ mv "$RESULTS/last-nightly.json.new" "$RESULTS/last-nightly.json"
 printf 'build=%s\npython=%s\n' "$BUILD" "$NEW_PYTHON" > "$RESULTS/last-nightly.env"
 
 # The build joins the history store and the dashboard is rebuilt (docs/dashboard.md). A
-# change of the machine's speed between nights is marked there as an event, not a change
-# of any build.
-run-benchmarks history add "$out" --store "$RESULTS/history"
+# lockstep night adds its ab folder: the new build and its link from the last one (the
+# paired ratios, which the machine's own speed cannot move), the strongest evidence of a
+# change there is. A plain night adds the build's file; a change of the machine's speed
+# since the night before is then marked as an event, not a change of any build.
+to_add=$out
+if [ -n "${night:-}" ] && [ -f "$night/$BUILD.json" ]; then
+    to_add=$night
+fi
+if ! run-benchmarks history add "$to_add" --store "$RESULTS/history"; then
+    # A store that lacks the last build (new, or rebuilt elsewhere) takes this one alone.
+    [ "$to_add" = "$out" ] && exit 2
+    say "the store does not take the lockstep link: adding $out without it"
+    run-benchmarks history add "$out" --store "$RESULTS/history"
+fi
 run-benchmarks dashboard --store "$RESULTS/history" -o "$RESULTS/dashboard"
 
 if [ "$bad" = yes ]; then

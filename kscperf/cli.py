@@ -189,6 +189,15 @@ def build_parser() -> argparse.ArgumentParser:
     ab.add_argument("--replace", action="store_true", help="overwrite existing files")
     ab.add_argument("--report", metavar="HTML", help="also write the HTML report")
     _add_comparison(ab)
+    ab.add_argument("--until-resolved", action="store_true",
+                    help="after the profile's process pairs, add pairs to every cell whose "
+                         "run-time verdict is open until its interval is wholly beyond or "
+                         "within --min-effect, or --budget is spent (docs/method.md, "
+                         "'Running until resolved')")
+    ab.add_argument("--budget", dest="budget_s", type=_positive_float, default=600.0,
+                    metavar="SECONDS",
+                    help="with --until-resolved: start no pair that would end after this "
+                         "many seconds of the whole run (default 600)")
     ab.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
     lst = sub.add_parser("list", help="print the cells without running them")
@@ -232,8 +241,9 @@ def _add_history(sub: Any) -> None:
         description="A history store keeps results files in build order with an SQLite "
                     "index; see docs/dashboard.md.")
     actions = hist.add_subparsers(dest="action", metavar="ACTION", required=True)
-    add = actions.add_parser("add", help="add results files to the store (all or none)")
-    add.add_argument("files", nargs="+", metavar="FILE")
+    add = actions.add_parser("add", help="add results files, or ab -o folders with their "
+                                         "lockstep links, to the store (all or none)")
+    add.add_argument("files", nargs="+", metavar="FILE|DIR")
     _add_store(add)
     add.add_argument("--machine", metavar="CLASS",
                      help="the machine class of these files (default: their host)")
@@ -320,6 +330,15 @@ def _running_printer(quiet: bool) -> Callable[[Any], None] | None:
     return None if quiet else show
 
 
+def _look_printer(quiet: bool) -> Callable[[Any], None] | None:
+    from kscperf.formatting import format_look
+
+    def show(look: Any) -> None:
+        print(format_look(look), file=sys.stderr, flush=True)
+
+    return None if quiet else show
+
+
 def _prepared(args: argparse.Namespace, config: Any, builds: list[Any], **options: Any) -> Any:
     """The session, checked; definition problems are reported before anything runs."""
     from kscperf.session import prepare_session
@@ -393,7 +412,7 @@ def _run_one_build(args: argparse.Namespace, check_only: bool, build: Any,
                    **options: Any) -> tuple[Any, int | None]:
     """Run one build; the result, and the exit status when the run was interrupted."""
     session = _prepared(args, _config(args, check_only), [build], **options)
-    result = session.run(_progress_printer(args.quiet), _running_printer(args.quiet))
+    result = session.run(_progress_printer(args.quiet), on_running=_running_printer(args.quiet))
     output = result.outputs[0]
     if result.interrupted:
         if output:
@@ -444,7 +463,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
               api.Build(label=args.new_build, python=args.new_python, env=tuple(args.new_env))]
     session = _prepared(args, _config(args), builds, replace=args.replace,
                         output_dir=args.output_dir)
-    result = session.run(_progress_printer(args.quiet))
+    result = session.run(_progress_printer(args.quiet), _look_printer(args.quiet))
     written = " and ".join(result.outputs)
     if result.interrupted:
         _err(f"interrupted: wrote what both builds measured so far to {written}, marked "

@@ -25,7 +25,7 @@ import hashlib
 import math
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Sequence
 
 from markupsafe import Markup
@@ -33,7 +33,6 @@ from markupsafe import Markup
 from kscperf import formatting, historytext, stats
 from kscperf.compileview import CompileHistoryView, with_compile_tables
 from kscperf.history import (
-    ChangeKind,
     HistoryChange,
     HistoryStore,
     Series,
@@ -41,6 +40,7 @@ from kscperf.history import (
     StoredBuild,
     find_changes,
 )
+from kscperf import dashboard_timeline as timeline
 from kscperf.confirm import confirm_commands
 from kscperf.errors import CellStatus, KscperfError
 from kscperf.history.summary import GroupSummary, Trend, open_changes, summarize_groups
@@ -158,6 +158,7 @@ class IndexView:
     changes: list[ChangeView]
     environment: list[EnvironmentView]
     models: list[ModelRow]
+    not_run: list[str] = field(default_factory=list)  # per class, the tools never run
 
 
 @dataclass(frozen=True)
@@ -218,6 +219,7 @@ class SectionView:
     kinds: list[str]
     builds: list[BuildLine]
     table_note: str
+    timeline: timeline.TimelineView | None = None  # the chained lockstep links, if any
 
 
 @dataclass(frozen=True)
@@ -363,17 +365,9 @@ def _summary_row(g: GroupSummary) -> SummaryRow:
 # --------------------------------------------------------------------------------------
 
 def _environment_events(changes: Sequence[HistoryChange]) -> list[EnvironmentView]:
-    counted: dict[tuple[str, int, int, str], int] = {}
-    builds: dict[int, StoredBuild] = {}
-    for c in changes:
-        if c.kind is ChangeKind.ENVIRONMENT:
-            key = (c.key.machine_class, c.before.id, c.after.id, c.detail)
-            counted[key] = counted.get(key, 0) + 1
-            builds[c.before.id], builds[c.after.id] = c.before, c.after
-    out = [EnvironmentView(_text(cls), _build_text(builds[b]), _build_text(builds[a]),
-                           _text(detail), n) for (cls, b, a, detail), n in counted.items()]
-    out.sort(key=lambda e: (e.machine_class, e.after))
-    return out
+    out = [EnvironmentView(_text(cls), _build_text(b), _build_text(a), _text(detail), n)
+           for cls, b, a, detail, n in timeline.environment_entries(changes)]
+    return sorted(out, key=lambda e: (e.machine_class, e.after))
 
 
 # --------------------------------------------------------------------------------------
@@ -528,8 +522,14 @@ def build_views(store: HistoryStore, *, min_effect: float = stats.DEFAULT_MIN_EF
         count[cls] = len(mine)
         classes.append(ClassView(_text(cls), len(mine), _build_text(mine[0]),
                                  _build_text(mine[-1])))
-    summary = [_summary_row(g) for g in summarize_groups(all_series, count)]
+    groups = summarize_groups(all_series, count)
+    ran = timeline.tools_that_ran(groups)
+    summary = [_summary_row(g) for g in groups if ran[(g.machine_class, g.tool)]]
     models, benchmarks = _pages_of_benchmarks(all_series, by_series)
+    for (bench, cls), view in timeline.timelines(store, all_series).items():
+        benchmarks[_benchmark_href(bench)].sections[:] = [
+            replace(x, timeline=view) if x.machine_class == _text(cls) else x
+            for x in benchmarks[_benchmark_href(bench)].sections]
     index = IndexView(
         title="kscperf dashboard", generated=generated, root="", store=_text(store.root),
         classes=classes, summary=summary,
@@ -537,7 +537,8 @@ def build_views(store: HistoryStore, *, min_effect: float = stats.DEFAULT_MIN_EF
                                                  else _first_config(c, all_series)),
                               expanded=c.is_regression and i < _EXPANDED_CHANGES)
                  for i, c in enumerate(still_open)],
-        environment=_environment_events(changes), models=_model_index(all_series, still_open))
+        environment=_environment_events(changes), models=_model_index(all_series, still_open),
+        not_run=[_text(line) for line in timeline.not_run_lines(ran)])
     return _Pages(index, models, with_compile_tables(benchmarks, builds, _TABLE_BUILDS))
 
 

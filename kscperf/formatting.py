@@ -14,7 +14,7 @@ import json
 import math
 import re
 import textwrap
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kscperf import machine, stats
 from kscperf.compare import Comparison, ComparisonRow, GeoMean, MachineCheck, Verdict
@@ -26,8 +26,12 @@ from kscperf.samples import BuildRow, CellView
 from kscperf.textunits import align_columns as align_table
 from kscperf.textunits import format_seconds, safe_text
 
+if TYPE_CHECKING:
+    from kscperf.resolve import Look
+
 __all__ = [
     "safe_text",
+    "format_look",
     "format_seconds",
     "format_bytes",
     "format_ratio",
@@ -281,7 +285,24 @@ def comparison_criteria(comparison: Comparison) -> str:
             "marks a change beyond the minimum effect that is not significant. For memory, "
             "slower and faster mean more and less memory. machine-shift: the machine's own "
             "speed changed in a way that could explain the change or hide one; it is not a "
-            "regression.")
+            "regression." + (_UNTIL_RESOLVED_TEXT if _until_resolved(comparison) else ""))
+
+
+_UNTIL_RESOLVED_TEXT = (
+    " Run until resolved: run-time intervals are confidence sequences, valid at whatever "
+    "pair the run stopped; pairs: the process pairs the verdict took, with open where the "
+    "interval was neither wholly beyond nor wholly within the minimum effect when the budget "
+    "ran out.")
+
+
+def _until_resolved(comparison: Comparison) -> bool:
+    return any(r.resolution for r in comparison.rows)
+
+
+def _pairs_text(r: ComparisonRow) -> str:
+    if not r.resolution:
+        return ""
+    return f"{r.n_base} open" if r.resolution == "open" else str(r.n_base)
 
 
 def _speed_shift_line(check: MachineCheck) -> str:
@@ -356,7 +377,11 @@ def _format_table(comparison: Comparison, only_changed: bool) -> str:
     confidence = f"{format_confidence(comparison.alpha)} interval"
     header = ["benchmark", "kind", "base", "new", "ratio", confidence, "p", "detectable",
               "verdict", "status"]
-    rows = [_table_row(r) for r in _rows_to_show(comparison, only_changed)]
+    shown = _rows_to_show(comparison, only_changed)
+    rows = [_table_row(r) for r in shown]
+    if _until_resolved(comparison):
+        header.insert(-1, "pairs")
+        rows = [row[:-1] + [_pairs_text(r), row[-1]] for row, r in zip(rows, shown)]
     parts = _header_lines(comparison) + [textwrap.fill(comparison_criteria(comparison), 100), ""]
     parts.append(align_table([header] + rows) if rows else "(no benchmarks to show)")
     if comparison.geomeans:
@@ -435,6 +460,10 @@ def json_number(x: float | int | None) -> float | int | None:
 
 
 def _row_json(r: ComparisonRow) -> dict[str, Any]:
+    # An `ab --until-resolved` row also says where its interval stopped and after how many
+    # pairs; other rows keep exactly the keys they always had.
+    extra: dict[str, Any] = ({"resolution": r.resolution, "pairs": r.n_base}
+                             if r.resolution else {})
     return {
         "name": r.name, "kind": r.kind, "model": r.model, "tool": r.tool, "task": r.task,
         "config": r.config, "verdict": r.verdict.value, "inconclusive": r.inconclusive,
@@ -447,6 +476,7 @@ def _row_json(r: ComparisonRow) -> dict[str, Any]:
         "base_status": r.base_status.value if r.base_status is not None else "",
         "new_status": r.new_status.value if r.new_status is not None else "",
         "reason": r.reason, "method": r.method, "n_base": r.n_base, "n_new": r.n_new,
+        **extra,
     }
 
 
@@ -521,3 +551,22 @@ def format_comparison(comparison: Comparison, fmt: str = "table", *,
     if fmt == "json":
         return _format_json(comparison, only_changed)
     raise ValueError(f"unknown comparison format {fmt!r}; expected one of {COMPARISON_FORMATS}")
+
+
+def format_look(look: Look) -> str:
+    """One look of `ab --until-resolved` (`kscperf.resolve.Look`) as progress lines: how
+    many benchmarks are resolved, the time left, then each open one with its ratio, its
+    interval, its pairs and the detectable effect they reached."""
+    if look.next_pairs:
+        then = f"next round {look.next_pairs} pair{'s' if look.next_pairs != 1 else ''}"
+    elif look.open:
+        then = "the budget allows no further pair: stopping"
+    else:
+        then = "all resolved: stopping"
+    lines = [f"until resolved: {look.resolved} of {look.benchmarks} benchmarks resolved, "
+             f"{format_seconds(look.time_left_s)} of {format_seconds(look.budget_s)} "
+             f"left; {then}"]
+    lines += [safe_text(f"  open {b.name} {format_ratio(b.ratio)} "
+                        f"{format_interval(b.low, b.high)} after {b.pairs} pairs "
+                        f"(detectable {format_percent(b.detectable)})") for b in look.open]
+    return "\n".join(lines)

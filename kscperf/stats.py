@@ -34,6 +34,7 @@ __all__ = [
     "ratio_of_medians",
     "compare_samples",
     "compare_paired_samples",
+    "paired_log_ratios",
     "adjust_p_values",
     "classify_change",
     "effect_direction",
@@ -256,13 +257,22 @@ def compare_paired_samples(pairs: Sequence[tuple[Sequence[float], Sequence[float
     unpaired. A position j whose value is not positive and finite on either side is dropped
     from that pair.
     """
-    per_pair = [logs for logs in (_paired_logs(b, n) for b, n in pairs) if logs]
-    if len(per_pair) < 2:
+    logs = paired_log_ratios(pairs)
+    if len(logs) < 2:
         return compare_samples([b for b, _ in pairs], [n for _, n in pairs], alpha=alpha)
-    logs = [statistics.median(pair) for pair in per_pair]
     k = len(logs)
     se = statistics.stdev(logs) / math.sqrt(k)
     return _t_estimate(math.exp(statistics.fmean(logs)), se, float(k - 1), alpha, "pairs", k, k)
+
+
+def paired_log_ratios(pairs: Sequence[tuple[Sequence[float], Sequence[float]]]
+                      ) -> list[float]:
+    """One number per lockstep process pair, in the order given: the median over j of
+    log(NEW value j / BASE value j), positions unusable on either side dropped; a pair with
+    no usable position is left out. The replicates of `compare_paired_samples` and of the
+    sequential design (`kscperf.sequential`)."""
+    per_pair = [logs for logs in (_paired_logs(b, n) for b, n in pairs) if logs]
+    return [statistics.median(pair) for pair in per_pair]
 
 
 def adjust_p_values(p_values: Sequence[float]) -> list[float]:

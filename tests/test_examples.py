@@ -23,7 +23,7 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
-from kscperf import cli
+from kscperf import cli, history
 from runner_testing import DEFS, ROOT, explain, load_doc, run_benchmarks_command
 from test_docs import broken_links
 
@@ -435,7 +435,8 @@ def run_nightly(tmp_path: Path, script: Path = NIGHTLY,
         (shim / COMMAND).chmod(0o755)
         bin_dir = str(shim)
     env = {k: v for k, v in os.environ.items()
-           if k not in ("SUITE", "SHARDS", "RESULTS", "BUILD", "RUN_FLAGS", "NEW_PYTHON")}
+           if k not in ("SUITE", "SHARDS", "RESULTS", "BUILD", "RUN_FLAGS", "NEW_PYTHON",
+                        "AB_BUDGET")}
     env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
     env.update(variables)
     return subprocess.run(["bash", str(script)], cwd=ROOT, env=env, capture_output=True,
@@ -503,7 +504,7 @@ def test_nightly_sh_fails_and_says_so_when_a_cell_goes_bad(tmp_path: Path) -> No
 def test_nightly_ab_sh_runs_in_lockstep_with_the_last_nightly(tmp_path: Path) -> None:
     results = tmp_path / "nightly"
     common = {"SUITE": str(DEFS / "toy.py"), "RESULTS": str(results),
-              "NEW_PYTHON": sys.executable,
+              "NEW_PYTHON": sys.executable, "AB_BUDGET": "20",
               "RUN_FLAGS": "--processes 2 --values 2 --warmups 0 --min-time 0.001 "
                            "--tools pt --tasks inference"}
 
@@ -522,18 +523,36 @@ def test_nightly_ab_sh_runs_in_lockstep_with_the_last_nightly(tmp_path: Path) ->
     night = results / "ab" / "two"
     base, new = load_doc(night / "one.json"), load_doc(night / "two.json")
     assert base["metadata"]["lockstep_id"] == new["metadata"]["lockstep_id"]
+    # Run until resolved, within the nightly's budget.
+    assert base["metadata"]["lockstep_stopping"] == "until-resolved"
+    assert base["metadata"]["lockstep_budget_s"] == 20
     assert load_doc(results / "two.json")["metadata"]["build"] == "two"
     assert load_doc(results / "last-nightly.json")["metadata"]["build"] == "two"
 
-    # The last nightly's environment is gone: a plain run, compared with its file.
-    (results / "last-nightly.env").write_text("build=two\npython=/nonexistent/python\n")
     third = run_nightly(tmp_path, NIGHTLY_AB, BUILD="three", **common)
-    assert third.returncode == 0 or (
-        third.returncode == 1 and "FAILED: three regressed" in third.stderr
-        and "cell went bad" not in third.stderr), explain(third)
-    assert "is gone: a plain run" in third.stderr
-    assert str(results / "last-nightly.json") in third.stdout, explain(third)
-    assert len(list((results / "history" / "builds").glob("*.json"))) == 3
+    assert third.returncode in (0, 1) and "cell went bad" not in third.stderr, explain(third)
+    assert "lockstep: two" in third.stderr, explain(third)
+    # Nights two and three each added their ab folder: a link from the night before.
+    with history.open_store(str(results / "history")) as store:
+        builds = {b.id: b.label for b in store.builds()}
+        (cls,) = store.machine_classes()
+        linked = {(builds[link.base_id], builds[link.new_id])
+                  for by_new in store.links(cls).values() for link in by_new.values()}
+    assert linked == {("one", "two"), ("two", "three")}
+    assert len(list((results / "history" / "links").glob("*.json"))) == 2
+    assert "Lockstep timeline" in "".join(
+        p.read_text() for p in (results / "dashboard" / "benchmarks").glob("*.html"))
+
+    # The last nightly's environment is gone: a plain run, compared with its file.
+    (results / "last-nightly.env").write_text("build=three\npython=/nonexistent/python\n")
+    fourth = run_nightly(tmp_path, NIGHTLY_AB, BUILD="four", **common)
+    assert fourth.returncode == 0 or (
+        fourth.returncode == 1 and "FAILED: four regressed" in fourth.stderr
+        and "cell went bad" not in fourth.stderr), explain(fourth)
+    assert "is gone: a plain run" in fourth.stderr
+    assert str(results / "last-nightly.json") in fourth.stdout, explain(fourth)
+    assert len(list((results / "history" / "builds").glob("*.json"))) == 4
+    assert len(list((results / "history" / "links").glob("*.json"))) == 2
     assert (results / "dashboard" / "index.html").is_file()
 
 
