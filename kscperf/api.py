@@ -162,14 +162,17 @@ def history_rebuild(store: str = DEFAULT_STORE) -> int:
         return len(opened.builds())
 
 
-def history_changes(store: str = DEFAULT_STORE, *,
-                    min_effect: float = DEFAULT_MIN_EFFECT) -> list[Any]:
+def history_changes(store: str = DEFAULT_STORE, *, min_effect: float = DEFAULT_MIN_EFFECT,
+                    include_blind: bool = False) -> list[Any]:
     """Every change found in the history store (`history.HistoryChange`s: slower, faster,
-    environment or status), newest first within each machine class, regressions first."""
+    environment or status), newest first within each machine class, regressions first,
+    each with its series' smallest findable step; with `include_blind` (what `history
+    changes` prints), also a `too-noisy` entry for each series that cannot see a step of
+    `min_effect`."""
     from kscperf import history
 
     with history.open_store(store) as opened:
-        return history.find_changes(opened, min_effect=min_effect)
+        return history.find_changes(opened, min_effect=min_effect, include_blind=include_blind)
 
 
 def history_check(store: str = DEFAULT_STORE, *,

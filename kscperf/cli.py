@@ -527,7 +527,8 @@ def cmd_history(args: argparse.Namespace) -> int:
         print(f"rebuilt the index of {args.store}: {api.history_rebuild(args.store)} builds")
         return 0
     if args.action == "changes":
-        changes = api.history_changes(args.store, min_effect=args.min_effect)
+        changes = api.history_changes(args.store, min_effect=args.min_effect,
+                                      include_blind=True)
         print(format_history_changes(changes, args.format))
         return 0
     check = api.history_check(args.store, min_effect=args.min_effect)

@@ -33,13 +33,8 @@ from markupsafe import Markup
 from kscperf import formatting, historytext, stats
 from kscperf.compileview import CompileHistoryView, with_compile_tables
 from kscperf.history import (
-    HistoryChange,
-    HistoryStore,
-    Series,
-    SeriesPoint,
-    StoredBuild,
-    find_changes,
-)
+    HistoryChange, HistoryStore, Series, SeriesPoint, StoredBuild, detectable_steps,
+    find_changes)
 from kscperf import dashboard_timeline as timeline
 from kscperf.confirm import confirm_commands
 from kscperf.errors import CellStatus, KscperfError
@@ -158,6 +153,7 @@ class IndexView:
     changes: list[ChangeView]
     environment: list[EnvironmentView]
     models: list[ModelRow]
+    too_noisy: str = ""  # how many series cannot see a step of the minimum effect
     not_run: list[str] = field(default_factory=list)  # per class, the tools never run
 
 
@@ -195,6 +191,7 @@ class ChartView:
     kind: str
     chart: Markup
     changes: list[ChangeView]
+    sight: str = ""  # the smallest step the series could find now, in words
 
 
 @dataclass(frozen=True)
@@ -399,11 +396,11 @@ def _chart(s: Series, changes: Sequence[HistoryChange]) -> Markup:
 
 
 def _section(cls: str, series: list[Series], by_series: dict[Any, list[HistoryChange]],
-             page: str) -> SectionView:
+             page: str, sights: dict[Any, str]) -> SectionView:
     series = sorted(series, key=lambda s: _kind_order(s.key.kind))
     charts = [ChartView(_kind_title(s.key.kind), _chart(s, by_series.get(
-        s.key, [])), [_change_view(c, page) for c in by_series.get(s.key, [])])
-        for s in series]
+        s.key, [])), [_change_view(c, page) for c in by_series.get(s.key, [])],
+        sights.get(s.key, "")) for s in series]
     by_build: dict[int, dict[Kind | None, SeriesPoint]] = {}
     builds: dict[int, StoredBuild] = {}
     for s in series:
@@ -450,8 +447,8 @@ def _model_row(s: Series, changes: Sequence[HistoryChange], page: str) -> ModelB
         STATUS_TONE[last.status if last else CellStatus.NOT_RUN], len(changes))
 
 
-def _pages_of_benchmarks(all_series: Sequence[Series],
-                         by_series: dict[Any, list[HistoryChange]]) -> tuple[dict[str, ModelView], dict[str, BenchmarkView]]:
+def _pages_of_benchmarks(all_series: Sequence[Series], by_series: dict[Any, list[HistoryChange]],
+                         sights: dict[Any, str]) -> tuple[dict[str, ModelView], dict[str, BenchmarkView]]:
     by_page: dict[str, dict[str, list[Series]]] = {}
     compiles: dict[tuple[str, str], Series] = {}
     for s in all_series:
@@ -470,7 +467,7 @@ def _pages_of_benchmarks(all_series: Sequence[Series],
             model = key.model
             compile_series = compiles.get((cls, key.cell))
             shown = series + ([compile_series] if compile_series is not None else [])
-            sections.append(_section(cls, shown, by_series, "../" + page))
+            sections.append(_section(cls, shown, by_series, "../" + page, sights))
             for s in series:
                 if s.key.kind is Kind.TIME:
                     models.setdefault(model, []).append(
@@ -525,7 +522,9 @@ def build_views(store: HistoryStore, *, min_effect: float = stats.DEFAULT_MIN_EF
     groups = summarize_groups(all_series, count)
     ran = timeline.tools_that_ran(groups)
     summary = [_summary_row(g) for g in groups if ran[(g.machine_class, g.tool)]]
-    models, benchmarks = _pages_of_benchmarks(all_series, by_series)
+    steps = detectable_steps(store, all_series)
+    sights = {k: historytext.sight_text(d, min_effect) for k, d in steps.items()}
+    models, benchmarks = _pages_of_benchmarks(all_series, by_series, sights)
     for (bench, cls), view in timeline.timelines(store, all_series).items():
         benchmarks[_benchmark_href(bench)].sections[:] = [
             replace(x, timeline=view) if x.machine_class == _text(cls) else x
@@ -538,6 +537,7 @@ def build_views(store: HistoryStore, *, min_effect: float = stats.DEFAULT_MIN_EF
                               expanded=c.is_regression and i < _EXPANDED_CHANGES)
                  for i, c in enumerate(still_open)],
         environment=_environment_events(changes), models=_model_index(all_series, still_open),
+        too_noisy=historytext.too_noisy_text(steps.values(), min_effect),
         not_run=[_text(line) for line in timeline.not_run_lines(ran)])
     return _Pages(index, models, with_compile_tables(benchmarks, builds, _TABLE_BUILDS))
 
