@@ -179,10 +179,14 @@ def history_check(store: str = DEFAULT_STORE, *,
                   min_effect: float = DEFAULT_MIN_EFFECT) -> Any:
     """The store's changes and the regressions opened by its newest build
     (`history.HistoryCheck`; `.failed` when there are any)."""
-    from kscperf import history
+    import dataclasses
+
+    from kscperf import compilehistory, history
 
     with history.open_store(store) as opened:
-        return history.check_newest(opened, min_effect=min_effect)
+        check = history.check_newest(opened, min_effect=min_effect)
+        return dataclasses.replace(check, compile_opened=compilehistory.opened_compile_regressions(
+            opened.builds()))
 
 
 def build_dashboard(store: str = DEFAULT_STORE, output: str = "dashboard", *,

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from kscperf import machine, sequential, stats
+from kscperf.compilestats import CompileChange, compare_panels
 from kscperf.errors import CellStatus, KscperfError
 from kscperf.names import BenchmarkName, Kind, benchmark_name
 from kscperf.results import LoadedResults
@@ -187,6 +188,8 @@ class Comparison:
     geomeans: tuple[GeoMean, ...]
     ignored_differences: tuple[str, ...] = ()
     machine: MachineCheck = MachineCheck(None, None, None)
+    # The compile panels' phases, counts and tools' figures (kscperf.compilestats).
+    compile_changes: tuple[CompileChange, ...] = ()
 
     @property
     def regressions(self) -> tuple[ComparisonRow, ...]:
@@ -196,8 +199,10 @@ class Comparison:
 
     @property
     def has_regression(self) -> bool:
-        """Whether any row is a regression (what `--fail-on-regression` exits 1 for)."""
-        return any(r.is_regression for r in self.rows)
+        """Whether any row is a regression, or any compile change (a new graph break, a
+        slower compile phase): what `--fail-on-regression` exits 1 for."""
+        return (any(r.is_regression for r in self.rows)
+                or any(c.is_regression for c in self.compile_changes))
 
     def row(self, name: str) -> ComparisonRow | None:
         """The row of benchmark `name`, or None when nothing was compared under it."""
@@ -535,7 +540,8 @@ def compare_builds(base: LoadedResults, new: LoadedResults, *,
     return Comparison(base=_build_info(base), new=_build_info(new), min_effect=min_effect,
                       alpha=alpha, rows=tuple(rows), geomeans=_geomeans(rows, estimates, alpha),
                       ignored_differences=tuple(differences) if force else (),
-                      machine=check)
+                      machine=check, compile_changes=compare_panels(
+                          base.runs, new.runs, min_effect=min_effect, alpha=alpha))
 
 
 def refuse_incomparable(base: LoadedResults, new: LoadedResults, *, force: bool = False,

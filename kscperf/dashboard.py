@@ -31,6 +31,7 @@ from typing import Any, Iterable, Sequence
 from markupsafe import Markup
 
 from kscperf import formatting, historytext, stats
+from kscperf.compileview import CompileHistoryView, with_compile_tables
 from kscperf.history import (
     HistoryChange, HistoryStore, Series, SeriesPoint, StoredBuild, detectable_steps,
     find_changes)
@@ -228,6 +229,7 @@ class BenchmarkView:
     model: str
     model_href: str
     sections: list[SectionView]
+    compile: list[CompileHistoryView] = field(default_factory=list)
 
 
 @dataclass
@@ -537,7 +539,7 @@ def build_views(store: HistoryStore, *, min_effect: float = stats.DEFAULT_MIN_EF
         environment=_environment_events(changes), models=_model_index(all_series, still_open),
         too_noisy=historytext.too_noisy_text(steps.values(), min_effect),
         not_run=[_text(line) for line in timeline.not_run_lines(ran)])
-    return _Pages(index, models, benchmarks)
+    return _Pages(index, models, with_compile_tables(benchmarks, builds, _TABLE_BUILDS))
 
 
 def _first_config(c: HistoryChange, all_series: Iterable[Series]) -> str:

@@ -18,9 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 from kscperf import machine, stats
 from kscperf.compare import Comparison, ComparisonRow, GeoMean, MachineCheck, Verdict
+from kscperf.compileview import compile_changes_json, compile_changes_markdown, \
+    format_compile_changes
 from kscperf.errors import TIMED_STATUSES, CellStatus
 from kscperf.results import CellSummary
 from kscperf.samples import BuildRow, CellView
+from kscperf.textunits import align_columns as align_table
+from kscperf.textunits import format_seconds, safe_text
 
 if TYPE_CHECKING:
     from kscperf.resolve import Look
@@ -53,8 +57,6 @@ __all__ = [
     "machine_state_note",
     "config_text",
 ]
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 # How each status reads where it is shown instead of (or beside) a time: what went wrong
 # in capitals, what was not run in lower case.
@@ -90,21 +92,6 @@ def config_text(config: str | None) -> str:
     return safe_text(config if config is not None else "*")
 
 
-def safe_text(text: object) -> str:
-    """`text` with control characters (ESC, CR, ...) shown as `\\xNN` escapes."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
-
-
-def format_seconds(seconds: float) -> str:
-    """A duration with a unit chosen so that 3 significant digits show."""
-    if seconds is None or not math.isfinite(seconds):
-        return "-"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
-        if abs(seconds) >= scale or unit == "ns":
-            return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds:.3g} s"
-
-
 def format_bytes(n: int | float | None) -> str:
     """A byte count in B, KiB, MiB or GiB; "-" for None or NaN."""
     if n is None or (isinstance(n, float) and not math.isfinite(n)):
@@ -130,13 +117,6 @@ def _run_cell_text(view: CellView | None) -> str:
             text += f" {MACHINE_STATE_MARK}"
         return text
     return STATUS_MARKS[view.status]
-
-
-def align_table(rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
 
 
 def format_run_table(tools: list[str], rows: list[BuildRow]) -> str:
@@ -196,7 +176,7 @@ def format_check_table(cells: list[CellSummary]) -> str:
                    f"{chk.rtol:g}/{chk.atol:g}"] if chk is not None else ["", "", "", ""])
         body.append([safe_text(c.model), safe_text(c.tool), c.task,
                      config_text(c.config), c.status.value,
-                     *errors, safe_text(c.reason)[:100]])
+                     *errors, safe_text(c.reason)])
     return align_table([header] + body)
 
 
@@ -411,6 +391,9 @@ def _format_table(comparison: Comparison, only_changed: bool) -> str:
         width = [max(len(row[i]) for row in geo) for i in range(4)]
         parts += ["  " + "  ".join(c.ljust(w) for c, w in zip(row, width)).rstrip()
                   for row in geo]
+    compile_changes = format_compile_changes(comparison.compile_changes, only_changed=True)
+    if compile_changes:
+        parts += ["", compile_changes]
     parts.append("")
     parts.append(_regression_line(comparison))
     return "\n".join(parts)
@@ -460,6 +443,8 @@ def _format_markdown(comparison: Comparison, only_changed: bool) -> str:
         for g in comparison.geomeans:
             lines.append(f"| {markdown_text(geomean_label(g))} | {format_ratio(g.ratio)} | "
                          f"{markdown_text(format_interval(g.low, g.high))} | {g.n} |")
+    lines += compile_changes_markdown(comparison.compile_changes, markdown_text,
+                                      only_changed=True)
     regression = _regression_line(comparison).removeprefix("regression: ")
     lines += ["", f"Regression: {regression.replace('yes', '**yes**', 1)}"]
     return "\n".join(lines)
@@ -540,6 +525,7 @@ def _format_json(comparison: Comparison, only_changed: bool) -> str:
         "geomeans": [{"by": g.by, "key": g.key, "ratio": json_number(g.ratio),
                       "ratio_low": json_number(g.low), "ratio_high": json_number(g.high), "n": g.n}
                      for g in comparison.geomeans],
+        "compile": compile_changes_json(comparison.compile_changes),
     }
     return json.dumps(doc, indent=2, ensure_ascii=True, allow_nan=False)
 

@@ -125,8 +125,15 @@ def format_history_check(check: HistoryCheck,
     newest = ", ".join(f"{markdown_text(build_text(b.label, b.git_commit))} on {markdown_text(b.machine_class)}"
                        for b in check.newest)
     lines = [f"**kscperf history check**: newest {newest or 'nothing: the store is empty'}", ""]
+    if check.compile_opened:
+        lines += [f"**{len(check.compile_opened)} compile regression(s) opened by the newest "
+                  "build:**", ""] + [
+            f"- `{markdown_text(c.cell)}`: {markdown_text(c.name)} {c.base:g} → {c.new:g}"
+            + "".join(f"; new: {markdown_text(r)}" for r in c.added)
+            for c in check.compile_opened] + [""]
     if not check.opened:
-        lines.append("No regression opened by the newest build.")
+        lines.append("No time, memory or status regression opened by the newest build."
+                     if check.compile_opened else "No regression opened by the newest build.")
     else:
         lines += [f"**{len(check.opened)} regression(s) opened by the newest build:**", "",
                   _markdown_changes(list(check.opened)), ""]

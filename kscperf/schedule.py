@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
+from kscperf.heartbeat import Beat, OnRunning, Running, eta_while_running, watching
 from kscperf.launch import Launcher
 from kscperf.lockstep import TurnPipes
 from kscperf.outcome import classify_outcome, skipped_result
@@ -88,27 +89,32 @@ def _cell_spec(cell: PlannedCell, process_index: int, options: RunOptions, loops
 
 
 def _launch_cell(launcher: Launcher, cell: PlannedCell, spec: CellSpec, stem: str,
-                 options: RunOptions, timeout_factor: float = 1.0) -> CellResult:
-    """Write `spec` at `stem`, run its worker and read how it ended."""
+                 options: RunOptions, timeout_factor: float = 1.0,
+                 beat: Beat | None = None) -> CellResult:
+    """Write `spec` at `stem`, run its worker (`beat` told of its phase as it runs) and read
+    how it ended."""
     spec_path, result_path, log_path = stem + ".spec.json", stem + ".result.json", stem + ".log"
     with open(spec_path, "w", encoding="utf-8") as fp:
         json.dump(spec.to_dict(), fp)
     timeout = _timeout_for(cell, options)
     if timeout is not None:
         timeout *= timeout_factor
-    outcome = launcher.launch(spec_path, result_path, log_path, timeout, options.max_rss_bytes)
+    with watching(result_path, beat):
+        outcome = launcher.launch(spec_path, result_path, log_path, timeout,
+                                  options.max_rss_bytes)
     return classify_outcome(spec, outcome, result_path, log_path, timeout,
                             options.max_rss_bytes)
 
 
 def _run_rounds(todo: list[tuple[int, PlannedCell]], options: RunOptions,
                 loops: tuple[_Loops, ...], prefix: str,
-                run_one: Callable[[int, PlannedCell, str], tuple[CellResult, ...]],
-                on_result: OnResult | None, more: MoreRounds | None = None
-                ) -> tuple[list[CellResult], ...]:
+                run_one: Callable[[int, PlannedCell, str, Beat | None], tuple[CellResult, ...]],
+                on_result: OnResult | None, more: MoreRounds | None = None,
+                on_running: OnRunning | None = None) -> tuple[list[CellResult], ...]:
     """The one loop of every schedule: each (process index, cell) in order, cells the plan
-    skipped without a worker, calibrated loops remembered per build, progress after each;
-    then, while `more` gives further rounds, those."""
+    skipped without a worker, calibrated loops remembered per build, progress after each
+    and `on_running` told every few seconds while one runs; then, while `more` gives
+    further rounds, those."""
     out: tuple[list[CellResult], ...] = tuple([] for _ in loops)
     t_start = time.perf_counter()
     # A worker killed on Ctrl-C may still finish a write while the folder is removed: that
@@ -119,7 +125,11 @@ def _run_rounds(todo: list[tuple[int, PlannedCell]], options: RunOptions,
                 done = tuple(skipped_result(_cell_spec(cell, process_index, options, build_loops),
                                             cell.skip_reason) for build_loops in loops)
             else:
-                done = run_one(process_index, cell, os.path.join(tmp, f"{index:05d}"))
+                beat = None if on_running is None else _beat(on_running, index,
+                                                             max(len(todo), index + 1), cell,
+                                                             process_index,
+                                                             time.perf_counter() - t_start)
+                done = run_one(process_index, cell, os.path.join(tmp, f"{index:05d}"), beat)
             elapsed = time.perf_counter() - t_start
             total = max(len(todo), index + 1)
             eta = elapsed / (index + 1) * (total - index - 1) if index < len(todo) else None
@@ -130,6 +140,16 @@ def _run_rounds(todo: list[tuple[int, PlannedCell]], options: RunOptions,
                     on_result(build, Progress(index + 1, total, cell, process_index,
                                               result, elapsed, eta))
     return out
+
+
+def _beat(on_running: OnRunning, index: int, total: int, cell: PlannedCell, process_index: int,
+          elapsed_before_s: float) -> Beat:
+    def beat(phase: str, config: str, position: str, running_s: float) -> None:
+        on_running(Running(index, total, cell, process_index, phase, config, position,
+                           running_s, eta_while_running(elapsed_before_s, index, total,
+                                                        running_s)))
+
+    return beat
 
 
 def _rounds_and_more(todo: list[tuple[int, PlannedCell]], more: MoreRounds | None
@@ -143,7 +163,7 @@ def _rounds_and_more(todo: list[tuple[int, PlannedCell]], more: MoreRounds | Non
 
 
 def run_cells(rounds: list[tuple[int, PlannedCell]], options: RunOptions, launcher: Launcher,
-              *, on_result: OnResult | None = None,
+              *, on_result: OnResult | None = None, on_running: OnRunning | None = None,
               prior: Sequence[CellResult] = ()) -> list[CellResult]:
     """Run every (process index, cell) in order, one worker at a time, and return their
     results in the same order. (cell, process index) pairs already in `prior` (for
@@ -156,11 +176,13 @@ def run_cells(rounds: list[tuple[int, PlannedCell]], options: RunOptions, launch
         _remember_loops(loops, r)
     todo = [(p, c) for p, c in rounds if (c.name, p) not in done]
 
-    def run_one(process_index: int, cell: PlannedCell, stem: str) -> tuple[CellResult, ...]:
+    def run_one(process_index: int, cell: PlannedCell, stem: str,
+                beat: Beat | None) -> tuple[CellResult, ...]:
         spec = _cell_spec(cell, process_index, options, loops)
-        return (_launch_cell(launcher, cell, spec, stem, options),)
+        return (_launch_cell(launcher, cell, spec, stem, options, beat=beat),)
 
-    return _run_rounds(todo, options, (loops,), "kscperf-", run_one, on_result)[0]
+    return _run_rounds(todo, options, (loops,), "kscperf-", run_one, on_result,
+                       on_running=on_running)[0]
 
 
 def run_cells_lockstep(rounds: list[tuple[int, PlannedCell]], options: RunOptions,
@@ -188,7 +210,8 @@ def run_cells_lockstep(rounds: list[tuple[int, PlannedCell]], options: RunOption
     # [process index of the last pair, seconds of the last start, seconds of pairs since]
     zygotes = [0, time.perf_counter() - t0, 0.0]
 
-    def run_one(process_index: int, cell: PlannedCell, stem: str) -> tuple[CellResult, ...]:
+    def run_one(process_index: int, cell: PlannedCell, stem: str,
+                beat: Beat | None) -> tuple[CellResult, ...]:
         if fresh_zygotes and process_index != zygotes[0] and zygotes[2] >= zygotes[1]:
             t_restart = time.perf_counter()
             _restart(launchers)

@@ -26,6 +26,7 @@ from kscperf import __version__, definitions, fileio, plan, results, schedule
 from kscperf.envinfo import cuda_driver_present, git_info, library_versions, machine_info, \
     now_iso
 from kscperf.errors import BAD_STATUSES, KscperfError
+from kscperf.heartbeat import OnRunning
 from kscperf.launch import Launcher, make_launcher
 from kscperf.metadata import PER_RUN_KEYS
 from kscperf.paths import RESULTS_DIR
@@ -235,13 +236,15 @@ class Session:
         return [b.output for b in self.builds]
 
     def run(self, on_progress: OnProgress | None = None,
-            on_look: OnLook | None = None) -> SessionResult:
+            on_look: OnLook | None = None,
+            on_running: OnRunning | None = None) -> SessionResult:
         """Run every worker, write each build's results file (partial ones along the way,
         marked incomplete), and return what was done. Ctrl-C and SIGTERM stop the run
         after writing what was measured (`interrupted`); an OSError does too, then raises
         KscperfError saying so. With `until_resolved`, pairs are added after the profile's
         until every cell is resolved or the budget is spent, `on_look` told after each
-        round."""
+        round. `on_running` is told every few seconds what the running worker is doing
+        (not in lockstep)."""
         rounds = plan.plan_rounds(self.selection.cells, self.profile.processes)
         gathered: list[list[CellResult]] = [[] for _ in self.builds]
         if not self.lockstep:
@@ -261,7 +264,7 @@ class Session:
                             budget_s=self.config.budget_s, on_look=on_look).more
         with _sigterm_interrupts():
             t0 = time.perf_counter()
-            interrupted = self._run_workers(rounds, on_result, writer, more)
+            interrupted = self._run_workers(rounds, on_result, writer, more, on_running)
             wall_s = time.perf_counter() - t0
             writer.write(complete=not interrupted)
         loaded = [] if interrupted else [
@@ -273,13 +276,14 @@ class Session:
 
     def _run_workers(self, rounds: list[tuple[int, plan.PlannedCell]],
                      on_result: schedule.OnResult, writer: _PartialWriter,
-                     more: schedule.MoreRounds | None = None) -> bool:
+                     more: schedule.MoreRounds | None = None,
+                     on_running: OnRunning | None = None) -> bool:
         """Schedule every worker; whether Ctrl-C (or SIGTERM) stopped them. An OSError
         writes what was measured and becomes a KscperfError."""
         launchers: list[Launcher] = []
         try:
             launchers = self._launchers()
-            self._schedule(rounds, launchers, on_result, more)
+            self._schedule(rounds, launchers, on_result, more, on_running)
         except KeyboardInterrupt:
             return True
         except OSError as exc:
@@ -303,7 +307,8 @@ class Session:
                               {**passive, **dict(b.env)}) for b in self.builds]
 
     def _schedule(self, rounds: list[tuple[int, plan.PlannedCell]], launchers: list[Launcher],
-                  on_result: schedule.OnResult, more: schedule.MoreRounds | None) -> None:
+                  on_result: schedule.OnResult, more: schedule.MoreRounds | None,
+                  on_running: OnRunning | None = None) -> None:
         options = self.config.run_options(self.profile)
         if self.lockstep:
             schedule.run_cells_lockstep(rounds, options, (launchers[0], launchers[1]),
@@ -311,7 +316,7 @@ class Session:
                                         fresh_zygotes=self.config.until_resolved)
         else:
             schedule.run_cells(rounds, options, launchers[0], on_result=on_result,
-                               prior=self.prior)
+                               on_running=on_running, prior=self.prior)
 
 
 def _in_memory(runs: list[CellResult], metadata: dict[str, Any]) -> results.LoadedResults:

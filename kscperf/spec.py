@@ -10,6 +10,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from kscperf.compilepanel import CompilePanel
 from kscperf.errors import STATUS_SEVERITY, CellStatus, KscperfError, recorded_status
 from kscperf.names import cell_name
 
@@ -183,6 +184,8 @@ class ConfigResult:
     duration_s: float | None = None
     numel: int | None = None
     teardown_s: float | None = None  # the tool's own example_done, when it has one
+    # Set when the clock's figures cannot both be true (CUDA device time over wall time).
+    clock_warning: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -253,6 +256,9 @@ class CellResult:
     # The machine-speed canary around the timed values; empty when nothing was timed, and in
     # files written before kscperf had it.
     canary: tuple[CanaryProbe, ...] = ()
+    # What the compiler did (kscperf.compilepanel); None for files written before kscperf
+    # had it, and for tools that neither compile lazily nor report figures of their own.
+    compile_panel: CompilePanel | None = None
 
     @property
     def name(self) -> str:
@@ -275,6 +281,7 @@ class CellResult:
         d["status"] = self.status.value
         d["configs"] = [c.to_dict() for c in self.configs]
         d["canary"] = [p.to_dict() for p in self.canary]
+        d["compile_panel"] = self.compile_panel.to_dict() if self.compile_panel else None
         return d
 
     @classmethod
@@ -284,6 +291,8 @@ class CellResult:
         d["configs"] = tuple(ConfigResult.from_dict(c) for c in d.get("configs", ()))
         d["metadata"] = dict(d.get("metadata") or {})
         d["canary"] = tuple(CanaryProbe.from_dict(p) for p in d.get("canary", ()))
+        panel = d.get("compile_panel")
+        d["compile_panel"] = CompilePanel.from_dict(panel) if panel is not None else None
         return cls(**d)
 
 

@@ -308,11 +308,13 @@ class HistoryCheck:
     newest: tuple[StoredBuild, ...]
     changes: tuple[HistoryChange, ...]
     opened: tuple[HistoryChange, ...]
+    # Count regressions of the compile panel (a new graph break), `compilehistory`'s.
+    compile_opened: tuple[Any, ...] = ()
 
     @property
     def failed(self) -> bool:
         """Whether the newest build of any machine class opened a regression."""
-        return bool(self.opened)
+        return bool(self.opened) or bool(self.compile_opened)
 
 
 def check_newest(store: HistoryStore, *,
