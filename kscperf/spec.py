@@ -194,6 +194,10 @@ class ConfigResult:
         d["warmups"] = [list(w) for w in self.warmups]
         d["cuda_event_values"] = list(self.cuda_event_values)
         d["check"] = self.check.to_dict() if self.check else None
+        if not self.clock_warning:
+            # Left out when empty, so that a file with nothing to warn of stays readable by
+            # the kscperf versions before the field (results format 2 either way).
+            del d["clock_warning"]
         return d
 
     @classmethod
@@ -281,7 +285,10 @@ class CellResult:
         d["status"] = self.status.value
         d["configs"] = [c.to_dict() for c in self.configs]
         d["canary"] = [p.to_dict() for p in self.canary]
-        d["compile_panel"] = self.compile_panel.to_dict() if self.compile_panel else None
+        if self.compile_panel:
+            d["compile_panel"] = self.compile_panel.to_dict()
+        else:
+            del d["compile_panel"]  # as clock_warning: older readers take such files
         return d
 
     @classmethod

@@ -164,29 +164,14 @@ def find_changes(store: HistoryStore, *, min_effect: float = stats.DEFAULT_MIN_E
                  series: Sequence[Series] | None = None,
                  per_series_environment: bool = False,
                  include_blind: bool = False) -> list[HistoryChange]:
-    """Every change of every series of the store (or of `series`), found by
-    `changepoints.detect_series` with the false discovery rate controlled across all of
-    them; in order: machine class, then the build where it happened (newest first),
-    regressions first. An environment change is one entry per machine class and pair of
-    builds, whose key names every series it touched ("all N series", kind "*"), unless
-    `per_series_environment` (one per series, to mark each timeline).
-
-    The machine's speed never splits a series. Consecutive builds whose canaries say the
-    machine changed speed are an environment event with detail `MACHINE_SPEED_DETAIL`; and a
-    slower or faster step of run, compile or prep time that a change of the machine's speed
-    between its two builds could explain (`compare.machine_could_explain`, as `compare`
-    judges a row) is not listed as a step: the machine-speed event of that pair of builds
-    is listed instead, so no build is blamed for the machine.
-
-    Where a series has lockstep links (`links.with_links`), each link decides its pair of
-    builds: a step there is a link beyond the minimum effect whose p-value survives the
-    same false discovery control, a link across environments is an environment event, and
-    the machine's speed explains nothing and is no event (both sides shared it).
-
-    Every entry carries its series' `detectable_step`; with `include_blind`, each series too
-    noisy to see a step of `min_effect` (`too_noisy`) and without lockstep links adds one
-    entry of kind `too-noisy` at its newest build, so that its silence is not read as "no
-    change"."""
+    """Every change of every series of the store (or of `series`), with the false discovery
+    rate controlled across all of them; in order: machine class, then the build where it
+    happened (newest first), regressions first. Lockstep links decide the pairs of builds
+    they join. An environment change is one entry per machine class and pair of builds
+    (kind "*") unless `per_series_environment`. Each entry carries its series'
+    `detectable_step`; `include_blind` adds a `too-noisy` entry per series that cannot see
+    `min_effect`. The rules (machine speed, links, levels, blind series) are in
+    docs/changepoints.md."""
     from kscperf import changepoints
 
     all_series = list(series) if series is not None else list(store.series())
