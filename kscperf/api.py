@@ -19,8 +19,11 @@ from typing import Any, Mapping, Sequence
 from kscperf import compare as _compare
 from kscperf import report as _report
 from kscperf import fileio as _fileio
+from kscperf import merge as _merge
 from kscperf import results as _results
 from kscperf.errors import KscperfError
+from kscperf.paths import DEFAULT_STORE
+from kscperf.stats import DEFAULT_MIN_EFFECT
 from kscperf.session import Build, OnProgress, RunConfig, SessionResult, prepare_session
 
 __all__ = ["run", "run_checks", "run_ab", "load", "compare_builds", "write_report",
@@ -28,8 +31,6 @@ __all__ = ["run", "run_checks", "run_ab", "load", "compare_builds", "write_repor
            "history_check", "build_dashboard", "DEFAULT_STORE", "Build", "RunConfig",
            "SessionResult"]
 
-# The store folder when none is given.
-DEFAULT_STORE = "history"
 
 ResultsLike = str | _results.LoadedResults
 
@@ -92,7 +93,8 @@ def _loaded(item: ResultsLike) -> _results.LoadedResults:
     return item if isinstance(item, _results.LoadedResults) else _results.load_results(item)
 
 
-def compare_builds(base: ResultsLike, new: ResultsLike, *, min_effect: float = 0.05,
+def compare_builds(base: ResultsLike, new: ResultsLike, *,
+                   min_effect: float = DEFAULT_MIN_EFFECT,
                    force: bool = False) -> _compare.Comparison:
     """NEW against BASE, benchmark by benchmark: ratio, interval, p-value, verdict, and
     geometric means. Files from different machines, torch versions or profiles raise
@@ -118,7 +120,7 @@ def merge_shards(paths: Sequence[str], output: str, *, allow_partial: bool = Fal
     or plans, overlapping shards and a missing shard (unless `allow_partial`) raise
     KscperfError and write nothing."""
     _fileio.check_writable(output, replace=False)
-    _results.merge_results(list(paths), output, allow_partial=allow_partial)
+    _merge.merge_results(list(paths), output, allow_partial=allow_partial)
     return output
 
 
@@ -155,7 +157,8 @@ def history_rebuild(store: str = DEFAULT_STORE) -> int:
         return len(opened.builds())
 
 
-def history_changes(store: str = DEFAULT_STORE, *, min_effect: float = 0.05) -> list[Any]:
+def history_changes(store: str = DEFAULT_STORE, *,
+                    min_effect: float = DEFAULT_MIN_EFFECT) -> list[Any]:
     """Every change found in the history store (`history.HistoryChange`s: slower, faster,
     environment or status), newest first within each machine class, regressions first."""
     from kscperf import history
@@ -164,7 +167,8 @@ def history_changes(store: str = DEFAULT_STORE, *, min_effect: float = 0.05) -> 
         return history.find_changes(opened, min_effect=min_effect)
 
 
-def history_check(store: str = DEFAULT_STORE, *, min_effect: float = 0.05) -> Any:
+def history_check(store: str = DEFAULT_STORE, *,
+                  min_effect: float = DEFAULT_MIN_EFFECT) -> Any:
     """The store's changes and the regressions opened by its newest build
     (`history.HistoryCheck`; `.failed` when there are any)."""
     from kscperf import history
@@ -174,7 +178,7 @@ def history_check(store: str = DEFAULT_STORE, *, min_effect: float = 0.05) -> An
 
 
 def build_dashboard(store: str = DEFAULT_STORE, output: str = "dashboard", *,
-                    min_effect: float = 0.05) -> str:
+                    min_effect: float = DEFAULT_MIN_EFFECT) -> str:
     """Write the static dashboard of the history store `store` into the folder `output`
     (index.html and one page per model and per benchmark; it opens from disk with no
     server and no network) and return the path of its front page."""

@@ -11,17 +11,24 @@ unreadable input; 130 when interrupted (what was measured is written).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from typing import Any, Callable, Sequence
 
 from kscperf import __version__
 from kscperf.errors import CellStatus, KscperfError
+from kscperf.paths import DEFAULT_STORE, RESULTS_DIR
+from kscperf.spec import COMPILE_CACHES, ISOLATIONS, WorkerSettings
+from kscperf.stats import DEFAULT_MIN_EFFECT
 
 __all__ = ["main", "build_parser"]
 
 SUBCOMMANDS = ("run", "ab", "list", "check", "compare", "report", "merge", "history",
                "dashboard")
+
+# The defaults of the options that set a run's worker settings: their one source.
+_WORKER = WorkerSettings()
 
 
 def _number(convert: Callable[[str], Any], noun: str, valid: Callable[[Any], bool],
@@ -74,7 +81,8 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
                    help="keep cells whose model/tool/task contains PATTERN (repeatable)")
     p.add_argument("--tools", help="comma list of tools (default: all)")
     p.add_argument("--tasks", help="comma list of tasks: inference,fwd,bwd,jacobian")
-    p.add_argument("--tool-plugin", action="append", default=[], metavar="[NAME=]MODULE:OBJ",
+    p.add_argument("--tool-plugin", dest="tool_plugins", action="append", default=[],
+                   metavar="[NAME=]MODULE:OBJ",
                    help="register a third-party compiler tool (repeatable)")
     p.add_argument("--shard", metavar="I/N",
                    help="only shard I of N of the cells (1-based), split evenly by expected cost")
@@ -84,16 +92,21 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
 
 
 def _add_execution(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--timeout", type=_positive_float, default=600.0, metavar="SECONDS",
-                   help="kill one process of a cell after this long (default 600)")
-    p.add_argument("--seed", type=_non_negative_int, default=0, help="input seed (default 0)")
-    p.add_argument("--isolation", choices=("fork", "spawn"), default="fork",
-                   help="fork workers from a preloaded zygote (default) or spawn them")
-    p.add_argument("--jacobian-max-elements", type=_positive_int, default=1_000_000,
-                   help="skip jacobian configs with more entries (default 1000000)")
-    p.add_argument("--max-rss", type=_positive_int, metavar="BYTES",
+    p.add_argument("--timeout", dest="timeout_s", type=_positive_float,
+                   default=_WORKER.timeout_s, metavar="SECONDS",
+                   help="kill one process of a cell after this long (default %(default)g)")
+    p.add_argument("--seed", type=_non_negative_int, default=_WORKER.seed,
+                   help="input seed (default %(default)s)")
+    p.add_argument("--isolation", choices=ISOLATIONS, default=_WORKER.isolation,
+                   help="fork workers from a preloaded zygote, or spawn them "
+                        "(default %(default)s)")
+    p.add_argument("--jacobian-max-elements", type=_positive_int,
+                   default=_WORKER.jacobian_max_elements,
+                   help="skip jacobian configs with more entries (default %(default)d)")
+    p.add_argument("--max-rss", dest="max_rss_bytes", type=_positive_int, metavar="BYTES",
+                   default=_WORKER.max_rss_bytes,
                    help="cap a worker's memory; over it the cell is oom")
-    p.add_argument("--affinity", type=_cpu_list, default=(), metavar="CPUS",
+    p.add_argument("--affinity", type=_cpu_list, default=_WORKER.affinity, metavar="CPUS",
                    help="pin workers to these CPUs (e.g. 1 or 0-3,6), one torch thread each")
 
 
@@ -101,18 +114,21 @@ def _add_timing(p: argparse.ArgumentParser) -> None:
     profile = p.add_mutually_exclusive_group()
     profile.add_argument("--fast", dest="profile", action="store_const", const="fast")
     profile.add_argument("--rigorous", dest="profile", action="store_const", const="rigorous")
-    p.set_defaults(profile="default")
     p.add_argument("--processes", type=_positive_int, help="worker processes per cell")
     p.add_argument("--values", type=_positive_int, help="values per process")
     p.add_argument("--warmups", type=_non_negative_int, help="warmup values per process")
     p.add_argument("--min-time", type=_positive_float, help="seconds one value lasts at least")
-    p.add_argument("--compile-cache", choices=("warm", "cold"), default="warm",
-                   help="cold: every worker gets empty compiler caches (default warm)")
+    p.add_argument("--compile-cache", choices=COMPILE_CACHES, default=_WORKER.compile_cache,
+                   help="cold: every worker gets empty compiler caches (default %(default)s)")
+
+
+def _add_min_effect(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--min-effect", type=_positive_float, default=DEFAULT_MIN_EFFECT,
+                   help="smallest relative change called faster/slower (default %(default)g)")
 
 
 def _add_comparison(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--min-effect", type=_positive_float, default=0.05,
-                   help="smallest relative change called faster/slower (default 0.05)")
+    _add_min_effect(p)
     p.add_argument("--format", choices=("table", "markdown", "json"), default="table")
     p.add_argument("--fail-on-regression", action="store_true",
                    help="exit 1 when anything got significantly slower, incorrect or failing")
@@ -134,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--build", help="build label (default: git commit of the working "
                                      "directory, with -dirty; else a timestamp)")
     run.add_argument("-o", "--output", metavar="FILE", help="results file "
-                     "(default results/<build>.json)")
+                     f"(default {RESULTS_DIR}/<build>.json)")
     run.add_argument("--replace", action="store_true", help="overwrite an existing -o FILE")
     run.add_argument("--resume", metavar="FILE",
                      help="finish an incomplete results file, skipping what it holds")
@@ -164,7 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"the {side.upper()} build's label and file name "
                              f"(default {side})")
     ab.add_argument("-o", "--output-dir", metavar="DIR",
-                    help="where LABEL.json of each build goes (default results/ab-<time>)")
+                    help=f"where LABEL.json of each build goes (default {RESULTS_DIR}/ab-<time>)")
     ab.add_argument("--replace", action="store_true", help="overwrite existing files")
     ab.add_argument("--report", metavar="HTML", help="also write the HTML report")
     _add_comparison(ab)
@@ -201,8 +217,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_store(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--store", default="history", metavar="DIR",
-                   help="the history store folder (default: history)")
+    p.add_argument("--store", default=DEFAULT_STORE, metavar="DIR",
+                   help="the history store folder (default: %(default)s)")
 
 
 def _add_history(sub: Any) -> None:
@@ -225,40 +241,29 @@ def _add_history(sub: Any) -> None:
                                  "markdown summary")):
         p = actions.add_parser(name, help=text)
         _add_store(p)
-        p.add_argument("--min-effect", type=_positive_float, default=0.05,
-                       help="smallest relative change called faster/slower (default 0.05)")
+        _add_min_effect(p)
         if name == "changes":
             p.add_argument("--format", choices=("table", "markdown", "json"), default="table")
     dash = sub.add_parser("dashboard", help="write the static dashboard of a history store")
     _add_store(dash)
     dash.add_argument("-o", "--output", required=True, metavar="DIR",
                       help="the folder to write (index.html and the pages)")
-    dash.add_argument("--min-effect", type=_positive_float, default=0.05,
-                      help="smallest relative change called faster/slower (default 0.05)")
-
-
-# argparse destination -> RunConfig field, for the options a subcommand has.
-_CONFIG_FIELDS = {
-    "paths": "paths", "patterns": "patterns", "tools": "tools", "tasks": "tasks",
-    "tool_plugin": "tool_plugins", "shard": "shard", "balance": "balance", "profile": "profile",
-    "processes": "processes", "values": "values", "warmups": "warmups", "min_time": "min_time",
-    "compile_cache": "compile_cache", "timeout": "timeout_s", "seed": "seed",
-    "isolation": "isolation", "jacobian_max_elements": "jacobian_max_elements",
-    "max_rss": "max_rss_bytes", "affinity": "affinity",
-}
+    _add_min_effect(dash)
 
 
 def _config(args: argparse.Namespace, check_only: bool = False) -> Any:
-    """The run configuration of the parsed options, built once."""
+    """The run configuration of the parsed options, built once: an option's destination is
+    the name of the `RunConfig` field it sets."""
     from kscperf.session import RunConfig
 
     given = vars(args)
-    fields = {name: given[dest] for dest, name in _CONFIG_FIELDS.items()
-              if given.get(dest) is not None}
+    fields = {f.name: given[f.name] for f in dataclasses.fields(RunConfig)
+              if given.get(f.name) is not None}
     for name in ("paths", "patterns", "tool_plugins"):
         if name in fields:
             fields[name] = tuple(fields[name])
-    return RunConfig(check_only=check_only, **fields)
+    fields["check_only"] = check_only
+    return RunConfig(**fields)
 
 
 def _err(text: str) -> None:
@@ -312,16 +317,22 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def _print_outcome(result: Any, check_only: bool) -> None:
-    from kscperf.compare import summarize_build
     from kscperf.formatting import format_check_table, format_compile_table, \
-        format_run_table, format_seconds
+        format_run_table, format_seconds, machine_state_note
+    from kscperf.samples import build_samples, odd_value_count, summarize_build
 
     loaded = result.loaded[0]
+    marked = ""
     if check_only:
         print(format_check_table(loaded.cells))
     else:
-        tools, rows = summarize_build(loaded)
+        build = build_samples(loaded)
+        tools, rows = summarize_build(loaded, build)
         print(format_run_table(tools, rows))
+        note = machine_state_note(odd_value_count(rows), build.odd_processes)
+        if note:
+            print(note)
+            marked = f"; {odd_value_count(rows)} marked {note[0]}"
         compile_table = format_compile_table(tools, rows)
         if compile_table:
             print("\n" + compile_table)
@@ -329,8 +340,8 @@ def _print_outcome(result: Any, check_only: bool) -> None:
     for cell in loaded.cells:
         counts[cell.status.value] = counts.get(cell.status.value, 0) + 1
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-    print(f"\n{len(loaded.cells)} results ({summary}) in {format_seconds(result.wall_s)} "
-          "wall time")
+    print(f"\n{len(loaded.cells)} results ({summary}{marked}) in "
+          f"{format_seconds(result.wall_s)} wall time")
     if result.outputs[0]:
         print(f"wrote {result.outputs[0]}")
 
@@ -434,13 +445,9 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 def cmd_history(args: argparse.Namespace) -> int:
     """`history add|rebuild|changes|check`: the history store."""
-    from kscperf import api, history
-    from kscperf.formatting import (
-        build_text,
-        format_history_changes,
-        format_history_check,
-        safe_text,
-    )
+    from kscperf import api, confirm
+    from kscperf.formatting import safe_text
+    from kscperf.historytext import build_text, format_history_changes, format_history_check
 
     if args.action == "add":
         added = api.history_add(args.files, args.store, machine=args.machine,
@@ -457,7 +464,7 @@ def cmd_history(args: argparse.Namespace) -> int:
         print(format_history_changes(changes, args.format))
         return 0
     check = api.history_check(args.store, min_effect=args.min_effect)
-    print(format_history_check(check, history.confirm_commands))
+    print(format_history_check(check, confirm.confirm_commands))
     return 1 if check.failed else 0
 
 

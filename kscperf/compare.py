@@ -24,32 +24,27 @@ builds measured them.
 
 from __future__ import annotations
 
-import dataclasses
-import enum
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 from kscperf import machine, stats
 from kscperf.errors import CellStatus, KscperfError
-from kscperf.names import (
-    KIND_SUFFIXES,
-    BenchmarkName,
-    benchmark_name,
-    cell_name,
-    compile_name,
-    parse_benchmark_name,
-    prep_name,
+from kscperf.names import BenchmarkName, Kind, benchmark_name
+from kscperf.results import LoadedResults
+from kscperf.samples import BenchmarkSamples, BuildSamples, build_samples
+from kscperf.verdicts import (
+    REGRESSION_VERDICTS,
+    Direction,
+    Verdict,
+    direction_verdict,
+    is_absent,
+    is_failing,
+    status_verdict,
 )
-from kscperf.results import CellSummary, LoadedResults
-from kscperf.spec import CheckResult
+from kscperf.metadata import COMPARABLE_KEYS
 
 __all__ = [
-    "REFERENCE_TOOL",
-    "CellView",
-    "BuildRow",
-    "summarize_build",
-    "KINDS",
     "Verdict",
     "REGRESSION_VERDICTS",
     "BuildInfo",
@@ -57,8 +52,8 @@ __all__ = [
     "ComparisonRow",
     "GeoMean",
     "Comparison",
-    "benchmark_parts",
     "check_comparable",
+    "refuse_incomparable",
     "is_lockstep_pair",
     "compare_builds",
     "check_machines",
@@ -66,130 +61,10 @@ __all__ = [
     "machine_could_explain",
 ]
 
-REFERENCE_TOOL = "pt"
-
-
-@dataclass(frozen=True)
-class CellView:
-    """One tool's result for one model/config/task in one build."""
-
-    status: CellStatus
-    reason: str = ""
-    median_s: float = math.nan
-    spread_s: float = math.nan
-    speedup: float = math.nan
-    n_values: int = 0
-    compile_s: float = math.nan
-    prep_s: float = math.nan
-    peak_rss_bytes: int | None = None
-    check: CheckResult | None = None
-    peak_cuda_bytes: int | None = None
-    numel: int | None = None
-
-
-@dataclass(frozen=True)
-class BuildRow:
-    """One model/config/task of a build: each tool's `CellView` by tool name. `config` is
-    "*" for the fate of cells that never reached their configs."""
-
-    model: str
-    config: str
-    task: str
-    cells: dict[str, CellView] = field(default_factory=dict)
-
-
-def _cell_view(results: LoadedResults, c: CellSummary, config: str) -> CellView:
-    values = results.benchmarks.get(benchmark_name(c.model, c.tool, c.task, config), [])
-    return CellView(
-        status=c.status, reason=c.reason,
-        median_s=stats.median(values), spread_s=stats.median_abs_dev(values),
-        n_values=len(values), compile_s=stats.median(c.compile_s),
-        prep_s=stats.median(c.prep_s), peak_rss_bytes=c.peak_rss_bytes, check=c.check,
-        peak_cuda_bytes=c.peak_cuda_bytes,
-        numel=c.numel if c.numel is not None and c.numel > 0 else None)
-
-
-def summarize_build(results: LoadedResults) -> tuple[list[str], list[BuildRow]]:
-    """The tools in first-seen order, and one row per model/config/task with each tool's
-    median time, spread (MAD) and speedup over `pt`. Incorrect or failed cells carry their
-    status and no speedup, so nothing wrong is ever shown as fast."""
-    tools = list(dict.fromkeys(c.tool for c in results.cells))
-    rows: dict[tuple[str, str, str], dict[str, CellView]] = {}
-    for c in results.cells:
-        config = c.config if c.config is not None else "*"
-        rows.setdefault((c.model, config, c.task), {})[c.tool] = _cell_view(results, c, config)
-    out: list[BuildRow] = []
-    for (model, config, task), cells in rows.items():
-        # Only a correct timing enters a speedup, on either side.
-        ref = cells.get(REFERENCE_TOOL)
-        ref_s = ref.median_s if ref is not None and ref.status is CellStatus.OK else math.nan
-        out.append(BuildRow(model, config, task, {
-            tool: dataclasses.replace(view, speedup=stats.speedup(ref_s, view.median_s)
-                                      if view.status is CellStatus.OK else math.nan)
-            for tool, view in cells.items()}))
-    return tools, out
-
-
-# --------------------------------------------------------------------------------------
-# Build-over-build comparison
-# --------------------------------------------------------------------------------------
-
-KINDS = ("time", *KIND_SUFFIXES)
-# The memory kinds and the attribute of a config's result that holds each.
-_MEMORY_KINDS = {"peak_rss": "peak_rss_bytes", "peak_cuda": "peak_cuda_bytes"}
-
-
-class Verdict(enum.StrEnum):
-    """What happened to one benchmark from BASE to NEW. Declared in report order: the
-    regressions first, the improvements last."""
-
-    FAILING_NOW = "failing-now"
-    INCORRECT_NOW = "incorrect-now"
-    SLOWER = "slower"
-    # The machine's own speed changed between or within the runs in a way that could explain
-    # the change, or hide one: no verdict with confidence.
-    MACHINE_SHIFT = "machine-shift"
-    MISSING = "missing"
-    SAME = "same"
-    NEW = "new"
-    FIXED = "fixed"
-    FASTER = "faster"
-
-
-REGRESSION_VERDICTS = frozenset({Verdict.FAILING_NOW, Verdict.INCORRECT_NOW, Verdict.SLOWER})
 _ORDER = {v: i for i, v in enumerate(Verdict)}
 
-
-class _Category(enum.Enum):
-    """What a cell status means for a comparison."""
-
-    OK = enum.auto()
-    INCORRECT = enum.auto()
-    ABSENT = enum.auto()  # not run here, by choice: nothing to compare, nothing failed
-    FAILING = enum.auto()
-
-
-_CATEGORY = {
-    CellStatus.OK: _Category.OK,
-    CellStatus.INCORRECT: _Category.INCORRECT,
-    CellStatus.SKIPPED: _Category.ABSENT,
-    CellStatus.UNSUPPORTED: _Category.ABSENT,
-    CellStatus.FAILED: _Category.FAILING,
-    CellStatus.TIMEOUT: _Category.FAILING,
-    CellStatus.CRASHED: _Category.FAILING,
-    CellStatus.OOM: _Category.FAILING,
-}
-
 # Metadata that must match for timings to be comparable: (key, what differs).
-_COMPARABLE_KEYS = (
-    ("hostname", "machines"),
-    ("cpu_model_name", "CPUs"),
-    ("gpu_name", "GPUs"),
-    ("torch_version", "torch versions"),
-    ("profile", "profiles"),
-    ("processes", "profiles"),
-    ("values", "profiles"),
-)
+_COMPARABLE_KEYS = COMPARABLE_KEYS
 
 
 @dataclass(frozen=True)
@@ -202,9 +77,6 @@ class BuildInfo:
     has_kscperf: bool
     complete: bool
 
-
-# Kinds that are times, which a change of the machine's speed moves.
-_TIMED_KINDS = frozenset({"time", "compile", "prep"})
 
 # How much more than the canary a benchmark's time may move with the machine, in log terms:
 # a serial canary part moves less than a multi-threaded benchmark when another process
@@ -251,7 +123,7 @@ class ComparisonRow:
     """
 
     name: str
-    kind: str
+    kind: Kind
     model: str
     tool: str
     task: str
@@ -276,7 +148,7 @@ class ComparisonRow:
     @property
     def unit(self) -> str:
         """pyperf's unit name of the medians: "byte" for memory kinds, else "second"."""
-        return "byte" if self.kind in _MEMORY_KINDS else "second"
+        return self.kind.unit
 
     @property
     def is_regression(self) -> bool:
@@ -330,178 +202,57 @@ class Comparison:
         return None
 
 
-@dataclass(frozen=True)
-class _Entry:
-    """One benchmark of one build, before comparison. `parts.config` is "" for a compile
-    time, "*" for the fate of a cell that never reached its configs."""
-
-    name: str
-    parts: BenchmarkName
-    status: CellStatus
-    reason: str
-    runs: list[list[float]]
-    # Run-time values by process index, where the file has its worker results: what pairs
-    # the two builds of a lockstep run.
-    by_process: dict[int, list[float]] | None = None
-
-    @property
-    def kind(self) -> str:
-        return self.parts.kind
-
-    @property
-    def cell(self) -> tuple[str, str, str]:
-        return self.parts.model, self.parts.tool, self.parts.task
-
-    @property
-    def category(self) -> _Category:
-        return _CATEGORY[self.status]
+_Named = dict[str, BenchmarkSamples]
 
 
-def benchmark_parts(name: str) -> BenchmarkName:
-    """The parts of benchmark `name` (`kscperf.names.parse_benchmark_name`), with config ""
-    for a compile time. A name kscperf did not make (a plain pyperf file may hold any) is a
-    run time whose model, tool, task and config are all ""."""
-    parts = parse_benchmark_name(name)
-    if parts is None:
-        return BenchmarkName("", "", "", "")
-    return parts if parts.config is not None else dataclasses.replace(parts, config="")
+def _fate_entry(build: BuildSamples, cell: tuple[str, str, str],
+                like: BenchmarkSamples | None = None) -> BenchmarkSamples | None:
+    """The stand-in for a benchmark (`like`) of a cell that never reached its configs in
+    `build`; without `like`, the cell's own row (config "*")."""
+    fate = build.fates.get(cell)
+    if fate is None:
+        return None
+    if like is not None:
+        return BenchmarkSamples(like.name, like.parts, fate.status, fate.reason)
+    return BenchmarkSamples(benchmark_name(*cell, "*"), BenchmarkName(*cell, "*"), fate.status,
+                            fate.reason)
 
 
-def _memory_runs(results: LoadedResults) -> dict[tuple[str, str, str, str, str], list[list[float]]]:
-    """Per-process peak memory per (kind, model, tool, task, config), from the raw worker
-    results when the file has them."""
-    out: dict[tuple[str, str, str, str, str], list[list[float]]] = {}
-    for r in results.runs:
-        for c in r.configs:
-            for kind, attr in _MEMORY_KINDS.items():
-                value = getattr(c, attr)
-                if value:
-                    out.setdefault((kind, r.model, r.tool, r.task, c.config), []).append(
-                        [float(value)])
-    return out
-
-
-def _time_values_by_process(results: LoadedResults) -> dict[str, dict[int, list[float]]]:
-    out: dict[str, dict[int, list[float]]] = {}
-    for r in results.runs:
-        for c in r.configs:
-            # Unfiltered: the position of a value is what pairs it with the other build's.
-            if c.values and c.loops > 0:
-                out.setdefault(benchmark_name(r.model, r.tool, r.task, c.config), {})[
-                    r.process_index] = list(c.values)
-    return out
-
-
-def _config_entries(results: LoadedResults, c: CellSummary, config: str,
-                    memory: dict[tuple[str, str, str, str, str], list[list[float]]],
-                    by_process: dict[str, dict[int, list[float]]]) -> list[_Entry]:
-    """The run-time, prep and memory benchmarks of one config of a cell."""
-
-    def entry(kind: str, runs: list[list[float]],
-              by: dict[int, list[float]] | None = None) -> _Entry:
-        name = benchmark_name(c.model, c.tool, c.task, config, kind)
-        return _Entry(name, BenchmarkName(c.model, c.tool, c.task, config, kind), c.status,
-                      c.reason, runs, by)
-
-    time_name = benchmark_name(c.model, c.tool, c.task, config)
-    out = [entry("time", results.runs_values.get(time_name, []), by_process.get(time_name)),
-           entry("prep", results.runs_values.get(prep_name(c.model, c.tool, c.task, config),
-                                                 []))]
-    for kind, attr in _MEMORY_KINDS.items():
-        runs = memory.get((kind, c.model, c.tool, c.task, config))
-        if runs is None:
-            # A file without raw runs still has the cell's peak over its processes.
-            peak = getattr(c, attr)
-            runs = [[float(peak)]] if peak else []
-        out.append(entry(kind, runs))
-    return out
-
-
-def _entries(results: LoadedResults) -> tuple[dict[str, _Entry],
-                                              dict[tuple[str, str, str], _Entry]]:
-    """The build's benchmarks by name, and by (model, tool, task) the fate of cells that did
-    not reach all their configs (an import error, a crash, a timeout), which stands for the
-    configs they never reached."""
-    named: dict[str, _Entry] = {}
-    cell_level: dict[tuple[str, str, str], _Entry] = {}
-    memory = _memory_runs(results)
-    by_process = _time_values_by_process(results)
-    for c in results.cells:
-        if c.config is None:
-            cell_level[(c.model, c.tool, c.task)] = _Entry(
-                benchmark_name(c.model, c.tool, c.task, "*"),
-                BenchmarkName(c.model, c.tool, c.task, "*"), c.status, c.reason, [])
-            continue
-        for e in _config_entries(results, c, c.config, memory, by_process):
-            named[e.name] = e
-        c_name = compile_name(c.model, c.tool, c.task)
-        previous = named.get(c_name)
-        # A cell's compile time is measured when any of its configs ran.
-        if previous is None or previous.category not in (_Category.OK, _Category.INCORRECT):
-            named[c_name] = _Entry(c_name, BenchmarkName(c.model, c.tool, c.task, "", "compile"),
-                                   c.status, c.reason, results.runs_values.get(c_name, []))
-    for name, runs in results.runs_values.items():
-        if name not in named:
-            named[name] = _Entry(name, benchmark_parts(name), CellStatus.OK, "", runs)
-    return named, cell_level
-
-
-def _stand_in(entry: _Entry, other_named: dict[str, _Entry],
-              other_cells: dict[tuple[str, str, str], _Entry]) -> _Entry | None:
+def _stand_in(entry: BenchmarkSamples, other: BuildSamples) -> BenchmarkSamples | None:
     """The other build's counterpart of `entry`: its own benchmark of that name, or, for a
-    cell that never reached that config there, an entry with that cell's status."""
-    found = other_named.get(entry.name)
+    cell that never reached that config there, one with that cell's status."""
+    found = other.benchmarks.get(entry.name)
     if found is not None:
         return found
-    cell = other_cells.get(entry.cell)
-    if cell is None:
-        return None
-    return _Entry(entry.name, entry.parts, cell.status, cell.reason, [])
+    return _fate_entry(other, entry.cell, entry)
 
 
-def _category(entry: _Entry | None) -> _Category:
-    return entry.category if entry is not None else _Category.ABSENT
+def _status(entry: BenchmarkSamples | None) -> CellStatus | None:
+    return entry.status if entry is not None else None
 
 
-def _status_verdict(base: _Entry | None, new: _Entry | None) -> Verdict | None:
-    """The verdict decided by statuses alone, or None when the timings decide."""
-    b, n = _category(base), _category(new)
-    if b is _Category.ABSENT:
-        return Verdict.NEW
-    if n is _Category.ABSENT:
-        return Verdict.MISSING
-    if n is _Category.FAILING:
-        return Verdict.SAME if b is _Category.FAILING else Verdict.FAILING_NOW
-    if n is _Category.INCORRECT and b is not _Category.INCORRECT:
-        return Verdict.INCORRECT_NOW
-    if n is _Category.OK and b in (_Category.INCORRECT, _Category.FAILING):
-        return Verdict.FIXED
-    return None
+def _has_values(entry: BenchmarkSamples | None) -> bool:
+    return entry is not None and entry.has_values
 
 
-def _has_values(entry: _Entry | None) -> bool:
-    return entry is not None and any(entry.runs)
+def _both_absent(b: BenchmarkSamples | None, n: BenchmarkSamples | None) -> bool:
+    return is_absent(_status(b)) and is_absent(_status(n))
 
 
-def _both_absent(b: _Entry | None, n: _Entry | None) -> bool:
-    return _category(b) is _Category.ABSENT and _category(n) is _Category.ABSENT
-
-
-def _pair_rows(base_named: dict[str, _Entry], base_cells: dict[tuple[str, str, str], _Entry],
-               new_named: dict[str, _Entry], new_cells: dict[tuple[str, str, str], _Entry]
-               ) -> list[tuple[_Entry | None, _Entry | None]]:
-    pairs: list[tuple[_Entry | None, _Entry | None]] = []
-    for name in dict.fromkeys([*base_named, *new_named]):
-        b = base_named.get(name)
-        n = new_named.get(name)
+def _pair_rows(base: BuildSamples, new: BuildSamples
+               ) -> list[tuple[BenchmarkSamples | None, BenchmarkSamples | None]]:
+    pairs: list[tuple[BenchmarkSamples | None, BenchmarkSamples | None]] = []
+    for name in dict.fromkeys([*base.benchmarks, *new.benchmarks]):
+        b = base.benchmarks.get(name)
+        n = new.benchmarks.get(name)
         if b is None and n is not None:
-            b = _stand_in(n, base_named, base_cells)
+            b = _stand_in(n, base)
         if n is None and b is not None:
-            n = _stand_in(b, new_named, new_cells)
+            n = _stand_in(b, new)
         present = b if b is not None else n
         if present is None:
             continue
-        if present.kind == "time":
+        if present.kind is Kind.TIME:
             if _both_absent(b, n):
                 continue
         elif not (_has_values(b) and _has_values(n)):
@@ -512,19 +263,19 @@ def _pair_rows(base_named: dict[str, _Entry], base_cells: dict[tuple[str, str, s
             continue
         pairs.append((b, n))
     # Cells that never reached a config in either build: one row per cell.
-    with_configs = {e.cell for e in base_named.values()}
-    with_configs.update(e.cell for e in new_named.values())
-    for key in dict.fromkeys([*base_cells, *new_cells]):
+    with_configs = {e.cell for e in base.benchmarks.values()}
+    with_configs.update(e.cell for e in new.benchmarks.values())
+    for key in dict.fromkeys([*base.fates, *new.fates]):
         if key in with_configs:
             continue
-        b, n = base_cells.get(key), new_cells.get(key)
-        if not _both_absent(b, n):
-            pairs.append((b, n))
+        fb, fn = _fate_entry(base, key), _fate_entry(new, key)
+        if not _both_absent(fb, fn):
+            pairs.append((fb, fn))
     return pairs
 
 
-def _process_pairs(base: _Entry | None, new: _Entry | None
-                   ) -> list[tuple[list[float], list[float]]]:
+def _process_pairs(base: BenchmarkSamples | None, new: BenchmarkSamples | None
+                   ) -> list[tuple[tuple[float, ...], tuple[float, ...]]]:
     """(BASE values, NEW values) of each process index both builds ran."""
     if base is None or new is None or not base.by_process or not new.by_process:
         return []
@@ -536,9 +287,9 @@ def _process_pairs(base: _Entry | None, new: _Entry | None
 class _Compared:
     """One benchmark's two sides and their test, before the q-values and the verdict."""
 
-    base: _Entry | None
-    new: _Entry | None
-    present: _Entry  # whichever side exists, for the name and parts
+    base: BenchmarkSamples | None
+    new: BenchmarkSamples | None
+    present: BenchmarkSamples  # whichever side exists, for the name and parts
     status_verdict: Verdict | None
     estimate: stats.RatioEstimate
     min_detectable_effect: float
@@ -547,37 +298,24 @@ class _Compared:
     usual_estimate: stats.RatioEstimate | None = None
 
 
-@dataclass(frozen=True)
-class _OddProcesses:
-    """Each build's processes that ran in another state of the machine, by (cell, index)."""
-
-    base: frozenset[tuple[str, int]] = frozenset()
-    new: frozenset[tuple[str, int]] = frozenset()
-
-
-def _usual_runs(entry: _Entry, odd: frozenset[tuple[str, int]]) -> list[list[float]]:
-    cell = cell_name(*entry.cell)
-    return [values for i, values in sorted((entry.by_process or {}).items())
-            if (cell, i) not in odd]
-
-
-def _usual_estimate(base: _Entry | None, new: _Entry | None, odd: _OddProcesses,
+def _usual_estimate(base: BenchmarkSamples | None, new: BenchmarkSamples | None,
                     alpha: float) -> stats.RatioEstimate | None:
     """The estimate without the processes timed in another machine state, when either side
     had one; method "none" when a side has no other process."""
     if base is None or new is None or not base.by_process or not new.by_process:
         return None
-    usual_base, usual_new = _usual_runs(base, odd.base), _usual_runs(new, odd.new)
+    usual_base, usual_new = base.usual_runs(), new.usual_runs()
     if len(usual_base) == len(base.by_process) and len(usual_new) == len(new.by_process):
         return None
     return stats.compare_samples(usual_base, usual_new, alpha=alpha)
 
 
-def _compare_pair(base: _Entry | None, new: _Entry | None, alpha: float,
-                  lockstep: bool, odd: _OddProcesses) -> _Compared:
+def _compare_pair(base: BenchmarkSamples | None, new: BenchmarkSamples | None, alpha: float,
+                  lockstep: bool) -> _Compared:
     present = base if base is not None else new
     assert present is not None
-    status_verdict = _status_verdict(base, new) if present.kind == "time" else None
+    by_status = status_verdict(_status(base), _status(new)) \
+        if present.kind is Kind.TIME else None
     paired = _process_pairs(base, new) if lockstep else []
     usual = None
     if len(paired) >= 2:
@@ -585,16 +323,16 @@ def _compare_pair(base: _Entry | None, new: _Entry | None, alpha: float,
     else:
         estimate = stats.compare_samples(base.runs if base else [], new.runs if new else [],
                                          alpha=alpha)
-        usual = _usual_estimate(base, new, odd, alpha)
+        usual = _usual_estimate(base, new, alpha)
     mde = stats.min_detectable_effect(estimate.se_log, estimate.df, alpha=alpha)
-    return _Compared(base, new, present, status_verdict, estimate, mde, usual)
+    return _Compared(base, new, present, by_status, estimate, mde, usual)
 
 
 def _q_values(compared: list[_Compared]) -> list[float]:
     """Each benchmark's p-value adjusted (Benjamini-Hochberg) over the benchmarks of its
     kind."""
     q_values = [math.nan] * len(compared)
-    for kind in KINDS:
+    for kind in Kind:
         indices = [i for i, c in enumerate(compared) if c.present.kind == kind]
         adjusted = stats.adjust_p_values([compared[i].estimate.p_value for i in indices])
         for i, q in zip(indices, adjusted):
@@ -602,22 +340,20 @@ def _q_values(compared: list[_Compared]) -> list[float]:
     return q_values
 
 
-def _median_of(entry: _Entry | None) -> float:
-    if entry is None:
-        return math.nan
-    return stats.median([v for run in entry.runs for v in run])
+def _median_of(entry: BenchmarkSamples | None) -> float:
+    return entry.central if entry is not None else math.nan
 
 
-def _band(low: float, high: float, min_effect: float) -> int:
+def _band(low: float, high: float, min_effect: float) -> Direction:
     """+1 when the whole interval [low, high] is a slowdown of at least `min_effect`, -1
     when it is a speedup of at least that much, else 0 (NaN gives 0)."""
     if not (low > 0 and high > 0):
-        return 0
+        return Direction.SAME
     if stats.effect_direction(low, min_effect) == 1:
-        return 1
+        return Direction.SLOWER
     if stats.effect_direction(high, min_effect) == -1:
-        return -1
-    return 0
+        return Direction.FASTER
+    return Direction.SAME
 
 
 def machine_could_explain(low: float, high: float, direction: int,
@@ -646,7 +382,7 @@ def _machine_verdict(c: _Compared, direction: int, shift: machine.MachineShift |
                      min_effect: float, alpha: float) -> bool:
     """Whether the machine's state, between or within the runs, leaves this time row
     without a confident verdict."""
-    if c.present.kind not in _TIMED_KINDS:
+    if not c.present.kind.is_timed:
         return False
     if c.usual_estimate is not None:
         usual = c.usual_estimate
@@ -666,11 +402,11 @@ def _row(c: _Compared, q: float, min_effect: float, alpha: float,
         verdict = c.status_verdict
     else:
         direction = stats.classify_change(est.ratio, q, min_effect=min_effect, alpha=alpha)
-        verdict = {1: Verdict.SLOWER, -1: Verdict.FASTER, 0: Verdict.SAME}[direction]
+        verdict = direction_verdict(direction)
         if _machine_verdict(c, direction, shift, min_effect, alpha):
             verdict = Verdict.MACHINE_SHIFT
         inconclusive = direction == 0 and stats.effect_direction(est.ratio, min_effect) != 0
-    failing = c.new is not None and c.new.category in (_Category.FAILING, _Category.INCORRECT)
+    failing = is_failing(_status(c.new))
     reason_side = c.new if failing else c.base
     parts = c.present.parts
     return ComparisonRow(
@@ -696,7 +432,7 @@ def _geomeans(rows: Iterable[ComparisonRow], estimates: dict[str, stats.RatioEst
     groups: dict[tuple[str, str], list[ComparisonRow]] = {}
     for r in rows:
         # A machine-shift row's ratio may be the machine's: no confident summary holds it.
-        if (r.kind != "time" or r.base_status is not CellStatus.OK
+        if (r.kind is not Kind.TIME or r.base_status is not CellStatus.OK
                 or r.new_status is not CellStatus.OK or not math.isfinite(r.ratio)
                 or r.verdict is Verdict.MACHINE_SHIFT):
             continue
@@ -750,7 +486,7 @@ def check_comparable(base: LoadedResults, new: LoadedResults) -> list[str]:
 def compare_builds(base: LoadedResults, new: LoadedResults, *,
                    min_effect: float = stats.DEFAULT_MIN_EFFECT, force: bool = False,
                    alpha: float = stats.ALPHA) -> Comparison:
-    """NEW against BASE, benchmark by benchmark, for every kind in `KINDS`.
+    """NEW against BASE, benchmark by benchmark, for every `Kind`.
 
     Promises: each row has a ratio NEW/BASE of medians with its interval, a p-value and a
     verdict; no ratio within `min_effect` of 1 is called a change, however significant; a
@@ -765,20 +501,12 @@ def compare_builds(base: LoadedResults, new: LoadedResults, *,
     """
     if not min_effect >= 0:
         raise KscperfError(f"the minimum effect must be 0 or more, not {min_effect!r}.")
-    differences = check_comparable(base, new)
-    if differences and not force:
-        raise KscperfError(
-            f"refusing to compare {base.path} (BASE) with {new.path} (NEW): "
-            f"{'; '.join(differences)}; timings are only comparable on one machine class "
-            "with one torch and one profile, pass --force to compare anyway.")
-    base_named, base_cells = _entries(base)
-    new_named, new_cells = _entries(new)
+    differences = refuse_incomparable(base, new, force=force)
+    base_samples, new_samples = build_samples(base), build_samples(new)
     lockstep = is_lockstep_pair(base, new)
-    check = check_machines(base, new, alpha=alpha)
-    odd = _OddProcesses(check.base.odd_keys() if check.base else frozenset(),
-                        check.new.odd_keys() if check.new else frozenset())
-    compared = [_compare_pair(b, n, alpha, lockstep, odd)
-                for b, n in _pair_rows(base_named, base_cells, new_named, new_cells)]
+    check = _machine_check(base, new, base_samples, new_samples, alpha)
+    compared = [_compare_pair(b, n, alpha, lockstep)
+                for b, n in _pair_rows(base_samples, new_samples)]
     rows = [_row(c, q, min_effect, alpha, check.shift)
             for c, q in zip(compared, _q_values(compared))]
     estimates = {c.present.name: c.estimate for c in compared}
@@ -789,13 +517,32 @@ def compare_builds(base: LoadedResults, new: LoadedResults, *,
                       machine=check)
 
 
+def refuse_incomparable(base: LoadedResults, new: LoadedResults, *, force: bool = False,
+                        what: str = "compare") -> list[str]:
+    """The differences of `check_comparable`, which are ignored with `force`; without it,
+    any of them raises the one KscperfError that names both files and the differences
+    (`what` is the verb: "compare", "report")."""
+    differences = check_comparable(base, new)
+    if differences and not force:
+        raise KscperfError(
+            f"refusing to {what} {base.path} (BASE) with {new.path} (NEW): "
+            f"{'; '.join(differences)}; timings are only comparable on one machine class "
+            f"with one torch and one profile, pass --force to {what} them anyway.")
+    return differences
+
+
+def _machine_check(base: LoadedResults, new: LoadedResults, base_samples: BuildSamples,
+                   new_samples: BuildSamples, alpha: float) -> MachineCheck:
+    base_speed, new_speed = base_samples.machine, new_samples.machine
+    shift = None
+    if base_speed is not None and new_speed is not None and not is_lockstep_pair(base, new):
+        shift = machine.compare_machine_speeds(base_speed, new_speed, alpha=alpha)
+    return MachineCheck(base_speed, new_speed, shift)
+
+
 def check_machines(base: LoadedResults, new: LoadedResults, *,
                    alpha: float = stats.ALPHA) -> MachineCheck:
     """Each file's machine speed from its canaries, and NEW's against BASE's unless the
     files are the two builds of one lockstep run (whose pairs share the machine's state,
     and whose torch may differ, which the canary's threaded part would see)."""
-    base_speed, new_speed = machine.machine_speed(base.runs), machine.machine_speed(new.runs)
-    shift = None
-    if base_speed is not None and new_speed is not None and not is_lockstep_pair(base, new):
-        shift = machine.compare_machine_speeds(base_speed, new_speed, alpha=alpha)
-    return MachineCheck(base_speed, new_speed, shift)
+    return _machine_check(base, new, build_samples(base), build_samples(new), alpha)

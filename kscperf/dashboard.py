@@ -25,37 +25,30 @@ import hashlib
 import math
 import os
 import re
-import statistics
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from markupsafe import Markup
 
-from kscperf import formatting, stats
-from kscperf.compare import REFERENCE_TOOL
+from kscperf import formatting, historytext, stats
 from kscperf.history import (
     HistoryChange,
     HistoryStore,
     Series,
     SeriesPoint,
     StoredBuild,
-    confirm_commands,
     find_changes,
 )
-from kscperf.errors import KscperfError
+from kscperf.confirm import confirm_commands
+from kscperf.errors import CellStatus, KscperfError
+from kscperf.history.summary import GroupSummary, Trend, open_changes, summarize_groups
+from kscperf.names import Kind
 from kscperf.fileio import write_text_atomic
-from kscperf.sparklines import ChartPoint, Mark, history_chart, sparkline
+from kscperf.style import STATUS_TONE, change_tone, jinja_environment
+from kscperf.sparklines import ChartPoint, Mark, history_chart, plottable, sparkline
 
 __all__ = ["IndexView", "ModelView", "BenchmarkView", "build_views", "write_dashboard"]
 
-_STATUS_TONE = {"ok": "good", "incorrect": "bad", "failed": "bad", "timeout": "bad",
-                "crashed": "bad", "oom": "bad", "skipped": "muted", "unsupported": "muted",
-                "missing": "warn"}
-# Statuses not counted in a pass rate: not run by choice.
-_NOT_RUN = frozenset({"skipped", "unsupported", "missing"})
-_KIND_TITLES = {"time": "run time", "compile": "compile time", "prep": "prep time",
-                "memory": "peak RSS", "cuda_memory": "peak CUDA memory"}
-_BYTE_KINDS = frozenset({"memory", "cuda_memory"})
 # A benchmark page's table lists this many newest builds, and every older one where
 # something changed; the charts show every build. (A year of nightlies in every table made
 # the site of 2,000 series 160 MB.)
@@ -267,15 +260,36 @@ def _text(s: object) -> str:
     return formatting.safe_text(s)
 
 
-def _quantity(value: float | None, kind: str) -> str:
+def _quantity(value: float | None, kind: Kind | None) -> str:
     if value is None or not math.isfinite(value):
         return "-"
-    return formatting.format_bytes(value) if kind in _BYTE_KINDS else \
+    return formatting.format_bytes(value) if kind is not None and kind.unit == "byte" else \
         formatting.format_seconds(value)
 
 
+def _point_text(p: SeriesPoint, kind: Kind | None) -> str:
+    """A point's central value (± spread for run time), marked when some of its processes
+    ran in another machine state."""
+    text = _quantity(p.median, kind)
+    if kind is Kind.TIME and math.isfinite(p.spread):
+        text += f" ±{_quantity(p.spread, kind)}"
+    return _marked(text, p)
+
+
+def _marked(text: str, p: SeriesPoint) -> str:
+    return text + (f" {formatting.MACHINE_STATE_MARK}" if p.odd_processes else "")
+
+
+def _kind_title(kind: Kind | None) -> str:
+    return kind.title() if kind is not None else "every kind"
+
+
+def _kind_order(kind: Kind | None) -> int:
+    return list(Kind).index(kind) if kind is not None else len(Kind)
+
+
 def _build_text(b: StoredBuild) -> str:
-    return _text(formatting.build_text(b.label, b.git_commit))
+    return _text(historytext.build_text(b.label, b.git_commit))
 
 
 def _date(b: StoredBuild) -> str:
@@ -284,18 +298,14 @@ def _date(b: StoredBuild) -> str:
 
 
 def _change_tone(c: HistoryChange) -> str:
-    if c.kind == "environment":
-        return "env"
-    if c.is_regression:
-        return "bad"
-    return "good" if c.kind in ("faster", "status") else "warn"
+    return change_tone(c.kind, c.is_regression).value
 
 
 def _change_view(c: HistoryChange, page: str, expanded: bool = False) -> ChangeView:
     commands = confirm_commands(c)
     return ChangeView(
-        what=_text(formatting.change_what(c)), tone=_change_tone(c),
-        benchmark=_text(c.key.benchmark), kind=c.key.kind,
+        what=_text(historytext.change_what(c)), tone=_change_tone(c),
+        benchmark=_text(c.key.benchmark), kind=str(c.key.kind or "*"),
         machine_class=_text(c.key.machine_class), model=_text(c.key.model),
         tool=_text(c.key.tool), task=_text(c.key.task), href=page,
         ratio=formatting.format_ratio(c.change.ratio),
@@ -307,119 +317,47 @@ def _change_view(c: HistoryChange, page: str, expanded: bool = False) -> ChangeV
 
 
 def _mark(c: HistoryChange, position: int) -> Mark:
-    return Mark(position, _change_tone(c), f"{formatting.change_what(c)}: "
+    return Mark(position, _change_tone(c), f"{historytext.change_what(c)}: "
                 f"{formatting.format_ratio(c.change.ratio)} from {c.after.label}")
 
 
 # --------------------------------------------------------------------------------------
-# The front page's numbers
+# The front page's numbers (computed by `history.summary`)
 # --------------------------------------------------------------------------------------
 
-@dataclass
-class _Group:
-    """Per build position: what one tool x task of a machine class measured."""
-
-    speedups: dict[int, list[float]] = field(default_factory=dict)
-    passed: dict[int, list[float]] = field(default_factory=dict)  # 1.0 ok, 0.0 not
-    compile_s: dict[int, list[float]] = field(default_factory=dict)
-    memory: dict[int, list[float]] = field(default_factory=dict)
-
-
-def _summary_groups(all_series: Sequence[Series]) -> dict[tuple[str, str, str], _Group]:
-    groups: dict[tuple[str, str, str], _Group] = {}
-    reference: dict[tuple[str, str, str, str, int], float] = {}
-    for s in all_series:
-        if s.key.kind == "time" and s.key.tool == REFERENCE_TOOL:
-            for p in s.points:
-                if p.status == "ok" and math.isfinite(p.median):
-                    reference[(s.key.machine_class, s.key.model, s.key.task, s.key.config,
-                               p.build.position)] = p.median
-    for s in all_series:
-        k = s.key
-        group = groups.setdefault((k.machine_class, k.tool, k.task), _Group())
-        for p in s.points:
-            pos = p.build.position
-            if k.kind == "time":
-                if p.status not in _NOT_RUN:
-                    group.passed.setdefault(pos, []).append(1.0 if p.status == "ok" else 0.0)
-                ref = reference.get((k.machine_class, k.model, k.task, k.config, pos))
-                if ref is not None and p.status == "ok" and p.median > 0:
-                    group.speedups.setdefault(pos, []).append(ref / p.median)
-            elif k.kind == "compile" and math.isfinite(p.median):
-                group.compile_s.setdefault(pos, []).append(p.median)
-            elif k.kind == "memory" and math.isfinite(p.median):
-                group.memory.setdefault(pos, []).append(p.median)
-    return groups
-
-
-def _metric(per_build: list[float | None], shown: str, change: str, tone: str,
-            label: str) -> MetricView:
+def _metric(trend: Trend, shown: str, label: str) -> MetricView:
+    change, tone = "", "neutral"
+    if trend.change is not None:
+        change = f"{(trend.change - 1) * 100:+.1f}%"
+        tone = "neutral" if trend.better is None else "good" if trend.better else "bad"
     return MetricView(shown, change, tone,
-                      sparkline([_plottable(v) for v in per_build], label=label))
+                      sparkline([plottable(v) for v in trend.values], label=label))
 
 
-def _relative_change(values: list[float | None], higher_is_better: bool) -> tuple[str, str]:
-    last, previous = (values[-1] if values else None), (values[-2] if len(values) > 1 else None)
-    if last is None or previous is None or not previous:
-        return "", "neutral"
-    ratio = last / previous
-    text = f"{(ratio - 1) * 100:+.1f}%"
-    if abs(ratio - 1) < 0.01:
-        return text, "neutral"
-    return text, "good" if (ratio > 1) == higher_is_better else "bad"
-
-
-def _series_of(per_build: dict[int, list[float]], n: int, how: Any) -> list[float | None]:
-    out: list[float | None] = []
-    for pos in range(n):
-        values = per_build.get(pos)
-        out.append(how(values) if values else None)
-    return out
-
-
-def _summary_row(cls: str, tool: str, task: str, g: _Group, n: int) -> SummaryRow:
-    speedups = _series_of(g.speedups, n, stats.geometric_mean)
-    passing = _series_of(g.passed, n, lambda v: sum(v) / len(v))
-    compile_s = _series_of(g.compile_s, n, statistics.median)
-    memory = _series_of(g.memory, n, statistics.median)
-    ok = [v for v in g.passed.get(n - 1, [])]
-    rate_now = f"{passing[-1] * 100:.0f}% ({sum(ok):.0f}/{len(ok)})" if passing[-1] is not None \
-        else "-"
-    rate_change = ""
-    rate_tone = "neutral"
-    if passing[-1] is not None and len(passing) > 1 and passing[-2] is not None:
-        diff = (passing[-1] - passing[-2]) * 100
-        rate_change = f"{diff:+.0f} pt" if diff else ""
-        rate_tone = "bad" if diff < 0 else "good" if diff > 0 else "neutral"
-    name = f"{cls} {tool} {task}"
+def _summary_row(g: GroupSummary) -> SummaryRow:
+    rate = g.pass_rate.last
+    rate_now = f"{rate * 100:.0f}% ({g.passed}/{g.counted})" if rate is not None else "-"
+    rate_change, rate_tone = "", "neutral"
+    if g.pass_change is not None:
+        rate_change = f"{g.pass_change:+.0f} pt" if g.pass_change else ""
+        rate_tone = "bad" if g.pass_change < 0 else "good" if g.pass_change > 0 else "neutral"
+    name = f"{g.machine_class} {g.tool} {g.task}"
     return SummaryRow(
-        _text(cls), _text(tool), _text(task),
-        _metric(speedups, formatting.format_ratio(speedups[-1] or math.nan),
-                *_relative_change(speedups, True), f"geomean speedup of {name}"),
-        _metric(passing, rate_now, rate_change, rate_tone, f"pass rate of {name}"),
-        _metric(compile_s, _quantity(compile_s[-1], "compile"),
-                *_relative_change(compile_s, False), f"compile time of {name}"),
-        _metric(memory, _quantity(memory[-1], "memory"), *_relative_change(memory, False),
+        _text(g.machine_class), _text(g.tool), _text(g.task),
+        _metric(g.speedup, formatting.format_ratio(g.speedup.last or math.nan),
+                f"geomean speedup of {name}"),
+        MetricView(rate_now, rate_change, rate_tone,
+                   sparkline([plottable(v) for v in g.pass_rate.values],
+                             label=f"pass rate of {name}")),
+        _metric(g.compile_s, _quantity(g.compile_s.last, Kind.COMPILE),
+                f"compile time of {name}"),
+        _metric(g.peak_rss, _quantity(g.peak_rss.last, Kind.PEAK_RSS),
                 f"peak memory of {name}"))
 
 
 # --------------------------------------------------------------------------------------
 # Changes: open ones, environment events
 # --------------------------------------------------------------------------------------
-
-def _open_changes(changes: Sequence[HistoryChange]) -> list[HistoryChange]:
-    """Per series, its latest change of level or status: an earlier one is closed by it."""
-    latest: dict[Any, HistoryChange] = {}
-    for c in changes:
-        if c.kind == "environment":
-            continue
-        seen = latest.get(c.key)
-        if seen is None or c.after.position > seen.after.position:
-            latest[c.key] = c
-    return sorted(latest.values(), key=lambda c: (not c.is_regression, c.kind,
-                                                  -c.after.position, c.key.benchmark,
-                                                  c.key.kind))
-
 
 def _environment_events(changes: Sequence[HistoryChange]) -> list[EnvironmentView]:
     counted: dict[tuple[str, int, int, str], int] = {}
@@ -439,26 +377,14 @@ def _environment_events(changes: Sequence[HistoryChange]) -> list[EnvironmentVie
 # Model and benchmark pages
 # --------------------------------------------------------------------------------------
 
-# Beyond this magnitude a chart's scale (the range of its values, padded) overflows a float:
-# such a value (a broken clock, a corrupt file) is left out of the line, not drawn as "nan".
-_PLOTTABLE_LIMIT = 1e300
-
-
-def _plottable(value: float | None) -> float | None:
-    """`value` when a chart can draw it, else None (a gap in the line)."""
-    if value is None or not math.isfinite(value) or abs(value) > _PLOTTABLE_LIMIT:
-        return None
-    return value
-
-
 def _chart_point(p: SeriesPoint) -> ChartPoint:
-    samples = [v for v in p.samples if _plottable(v) is not None]
-    return ChartPoint(_plottable(p.median), min(samples) if samples else None,
-                      max(samples) if samples else None, _STATUS_TONE.get(p.status, "warn"))
+    samples = [v for v in p.samples if plottable(v) is not None]
+    return ChartPoint(plottable(p.median), min(samples) if samples else None,
+                      max(samples) if samples else None, STATUS_TONE[p.status])
 
 
 # The tooltip of each status colour of a chart.
-_TONE_TITLES = {"good": "ok", "bad": "incorrect or failing", "warn": "missing",
+_TONE_TITLES = {"good": "ok", "bad": "incorrect or failing", "warn": "not run",
                 "muted": "skipped or unsupported"}
 
 
@@ -472,16 +398,16 @@ def _chart(s: Series, changes: Sequence[HistoryChange]) -> Markup:
         y_labels=(_quantity(max(medians), kind) if medians else "",
                   _quantity(min(medians), kind) if medians else ""),
         x_labels=(s.points[0].build.label, s.points[-1].build.label) if s.points else ("", ""),
-        label=f"{_KIND_TITLES.get(kind, kind)} of {s.key.benchmark} on {s.key.machine_class}")
+        label=f"{_kind_title(kind)} of {s.key.benchmark} on {s.key.machine_class}")
 
 
 def _section(cls: str, series: list[Series], by_series: dict[Any, list[HistoryChange]],
              page: str) -> SectionView:
-    series = sorted(series, key=lambda s: list(_KIND_TITLES).index(s.key.kind))
-    charts = [ChartView(_KIND_TITLES.get(s.key.kind, s.key.kind), _chart(s, by_series.get(
+    series = sorted(series, key=lambda s: _kind_order(s.key.kind))
+    charts = [ChartView(_kind_title(s.key.kind), _chart(s, by_series.get(
         s.key, [])), [_change_view(c, page) for c in by_series.get(s.key, [])])
         for s in series]
-    by_build: dict[int, dict[str, SeriesPoint]] = {}
+    by_build: dict[int, dict[Kind | None, SeriesPoint]] = {}
     builds: dict[int, StoredBuild] = {}
     for s in series:
         for p in s.points:
@@ -491,42 +417,40 @@ def _section(cls: str, series: list[Series], by_series: dict[Any, list[HistoryCh
     for s in series:
         for c in by_series.get(s.key, []):
             events.setdefault(c.after.position, []).append(
-                f"{_KIND_TITLES.get(s.key.kind, s.key.kind)}: {formatting.change_what(c)}")
+                f"{_kind_title(s.key.kind)}: {historytext.change_what(c)}")
     lines = []
     newest = max(by_build, default=0)
     for pos in sorted(by_build, reverse=True):
         if pos <= newest - _TABLE_BUILDS and pos not in events:
             continue
         points = by_build[pos]
-        main = points.get("time") or next(iter(points.values()))
+        main = points.get(Kind.TIME) or next(iter(points.values()))
         b = builds[pos]
         lines.append(BuildLine(
             _text(b.label), b.short_commit, _date(b),
-            [(_quantity(points[s.key.kind].median, s.key.kind) + (
-                f" ±{_quantity(points[s.key.kind].spread, s.key.kind)}"
-                if s.key.kind == "time" and math.isfinite(points[s.key.kind].spread) else ""))
-             if s.key.kind in points else "" for s in series],
-            main.status, _STATUS_TONE.get(main.status, "warn"),
+            [_point_text(points[s.key.kind], s.key.kind) if s.key.kind in points else ""
+             for s in series],
+            str(main.status), STATUS_TONE[main.status],
             _text("; ".join(dict.fromkeys(events.get(pos, []))))))
     note = (f"The newest {_TABLE_BUILDS} builds, and every older one where something "
             f"changed; the charts show all {len(by_build)}." if len(lines) < len(by_build)
             else f"All {len(by_build)} builds.")
-    return SectionView(_text(cls), charts, [_KIND_TITLES.get(s.key.kind, s.key.kind)
-                                            for s in series], lines, note)
+    return SectionView(_text(cls), charts, [_kind_title(s.key.kind) for s in series], lines,
+                       note)
 
 
 def _model_row(s: Series, changes: Sequence[HistoryChange], page: str) -> ModelBenchmarkRow:
     first = s.points[0].build.position if s.points else 0
     last = s.points[-1] if s.points else None
-    spark = sparkline([_plottable(p.median) for p in s.points],
+    spark = sparkline([plottable(p.median) for p in s.points],
                       width=160, marks=[_mark(c, c.after.position - first) for c in changes],
                       label=f"run time of {s.key.benchmark}")
     return ModelBenchmarkRow(
         _text(s.key.benchmark), page, _text(s.key.machine_class), _text(s.key.tool),
         _text(s.key.task), _text(s.key.config), spark,
-        _quantity(last.median, "time") if last else "-",
-        last.status if last else "missing",
-        _STATUS_TONE.get(last.status if last else "missing", "warn"), len(changes))
+        _marked(_quantity(last.median, Kind.TIME), last) if last else "-",
+        str(last.status if last else CellStatus.NOT_RUN),
+        STATUS_TONE[last.status if last else CellStatus.NOT_RUN], len(changes))
 
 
 def _pages_of_benchmarks(all_series: Sequence[Series],
@@ -592,7 +516,7 @@ def build_views(store: HistoryStore, *, min_effect: float = stats.DEFAULT_MIN_EF
     for c in changes:
         by_series.setdefault(c.key, []).append(c)
     generated = generated or datetime.datetime.now().isoformat(timespec="seconds")
-    open_changes = _open_changes(changes)
+    still_open = open_changes(changes)
     builds = store.builds()
     classes = []
     count: dict[str, int] = {}
@@ -601,8 +525,7 @@ def build_views(store: HistoryStore, *, min_effect: float = stats.DEFAULT_MIN_EF
         count[cls] = len(mine)
         classes.append(ClassView(_text(cls), len(mine), _build_text(mine[0]),
                                  _build_text(mine[-1])))
-    summary = [_summary_row(cls, tool, task, g, count[cls]) for (cls, tool, task), g in
-               sorted(_summary_groups(all_series).items())]
+    summary = [_summary_row(g) for g in summarize_groups(all_series, count)]
     models, benchmarks = _pages_of_benchmarks(all_series, by_series)
     index = IndexView(
         title="kscperf dashboard", generated=generated, root="", store=_text(store.root),
@@ -610,8 +533,8 @@ def build_views(store: HistoryStore, *, min_effect: float = stats.DEFAULT_MIN_EF
         changes=[_change_view(c, _benchmark_href(c.key.benchmark if c.key.kind != "compile"
                                                  else _first_config(c, all_series)),
                               expanded=c.is_regression and i < _EXPANDED_CHANGES)
-                 for i, c in enumerate(open_changes)],
-        environment=_environment_events(changes), models=_model_index(all_series, open_changes))
+                 for i, c in enumerate(still_open)],
+        environment=_environment_events(changes), models=_model_index(all_series, still_open))
     return _Pages(index, models, benchmarks)
 
 
@@ -628,16 +551,6 @@ def _first_config(c: HistoryChange, all_series: Iterable[Series]) -> str:
 # Rendering
 # --------------------------------------------------------------------------------------
 
-def _jinja() -> Any:
-    import jinja2
-
-    from kscperf.report import templates_dir
-
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir())),
-                              autoescape=True, undefined=jinja2.StrictUndefined,
-                              trim_blocks=True, lstrip_blocks=True)
-
-
 # The folders of the dashboard's own pages: a rebuild into the same folder removes the
 # pages of benchmarks and models that no longer exist there, and nothing else.
 _PAGE_FOLDERS = ("models", "benchmarks")
@@ -653,7 +566,7 @@ def write_dashboard(store: HistoryStore, output: str, *,
         raise KscperfError(f"{output} is a file; the dashboard is a folder of pages, so give "
                            "-o a folder (new or an earlier dashboard's).")
     pages = build_views(store, min_effect=min_effect)
-    env = _jinja()
+    env = jinja_environment()
     try:
         for sub in _PAGE_FOLDERS:
             os.makedirs(os.path.join(output, sub), exist_ok=True)

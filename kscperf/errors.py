@@ -9,7 +9,8 @@ from __future__ import annotations
 import enum
 
 __all__ = ["KscperfError", "CellStatus", "BAD_STATUSES", "GOOD_STATUSES", "STATUS_SEVERITY",
-           "TIMED_STATUSES", "describe_exception"]
+           "TIMED_STATUSES", "NOT_RUN_STATUSES", "RECORDED_STATUSES", "recorded_status",
+           "describe_exception"]
 
 
 class KscperfError(Exception):
@@ -31,11 +32,20 @@ class CellStatus(enum.StrEnum):
     TIMEOUT = "timeout"
     CRASHED = "crashed"
     OOM = "oom"
+    # Not in this build at all (a benchmark another build has): what the analysis says of
+    # an absence. Never recorded by a worker, never read from a file.
+    NOT_RUN = "not run"
 
 
-# What a run may end with and still exit 0; any other status makes the exit status 1.
+# What a worker or a results file may record: every status but NOT_RUN.
+RECORDED_STATUSES = frozenset(set(CellStatus) - {CellStatus.NOT_RUN})
+
+# What a run may end with and still exit 0; any other recorded status makes it 1.
 GOOD_STATUSES = frozenset({CellStatus.OK, CellStatus.SKIPPED, CellStatus.UNSUPPORTED})
-BAD_STATUSES = frozenset(set(CellStatus) - GOOD_STATUSES)
+BAD_STATUSES = frozenset(RECORDED_STATUSES - GOOD_STATUSES)
+
+# Not run, by choice or by absence: nothing to compare, nothing failed, no pass rate.
+NOT_RUN_STATUSES = frozenset({CellStatus.SKIPPED, CellStatus.UNSUPPORTED, CellStatus.NOT_RUN})
 
 # Checked and then timed: the values exist. An incorrect cell is still timed (and marked
 # wherever it is shown); only an ok one enters speedups and geometric means.
@@ -43,6 +53,7 @@ TIMED_STATUSES = frozenset({CellStatus.OK, CellStatus.INCORRECT})
 
 # When one cell has several processes or configs, the one shown is the worst.
 STATUS_SEVERITY = {
+    CellStatus.NOT_RUN: -1,
     CellStatus.OK: 0,
     CellStatus.SKIPPED: 1,
     CellStatus.UNSUPPORTED: 2,
@@ -52,6 +63,15 @@ STATUS_SEVERITY = {
     CellStatus.TIMEOUT: 6,
     CellStatus.CRASHED: 7,
 }
+
+
+def recorded_status(text: str) -> CellStatus:
+    """The recorded status spelled `text`; ValueError for anything else (NOT_RUN
+    included: a file never records an absence)."""
+    status = CellStatus(text)
+    if status not in RECORDED_STATUSES:
+        raise ValueError(f"{text!r} is not a recorded status")
+    return status
 
 
 def _first_line(exc: BaseException) -> str:

@@ -17,10 +17,10 @@ import textwrap
 from typing import Any
 
 from kscperf import machine, stats
-from kscperf.compare import BuildRow, CellView, Comparison, ComparisonRow, GeoMean, \
-    MachineCheck, Verdict
+from kscperf.compare import Comparison, ComparisonRow, GeoMean, MachineCheck, Verdict
 from kscperf.errors import TIMED_STATUSES, CellStatus
 from kscperf.results import CellSummary
+from kscperf.samples import BuildRow, CellView
 
 __all__ = [
     "safe_text",
@@ -41,11 +41,13 @@ __all__ = [
     "format_comparison",
     "COMPARISON_FORMATS",
     "STATUS_MARKS",
-    "HISTORY_FORMATS",
-    "build_text",
-    "change_what",
-    "format_history_changes",
-    "format_history_check",
+    "align_table",
+    "one_line",
+    "markdown_text",
+    "json_number",
+    "MACHINE_STATE_MARK",
+    "machine_state_note",
+    "config_text",
 ]
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -61,7 +63,27 @@ STATUS_MARKS = {
     CellStatus.OOM: "OOM",
     CellStatus.SKIPPED: "skipped",
     CellStatus.UNSUPPORTED: "unsupported",
+    CellStatus.NOT_RUN: "not run",
 }
+
+# Beside a time that includes processes timed while the machine was in another state (the
+# canary says so, `kscperf.machine`): that number may be the machine's, not the build's.
+MACHINE_STATE_MARK = "~"
+
+
+def machine_state_note(marked: int, processes: int) -> str:
+    """The line that explains `MACHINE_STATE_MARK` under a table; "" when nothing is
+    marked."""
+    if not marked:
+        return ""
+    return (f"{MACHINE_STATE_MARK} {marked} value{'s' if marked != 1 else ''} include "
+            f"processes timed while the machine was in another state ({processes} "
+            f"process{'es' if processes != 1 else ''} in all, by the canary)")
+
+
+def config_text(config: str | None) -> str:
+    """A row's config as shown: "*" for the fate of a cell that never reached one."""
+    return safe_text(config if config is not None else "*")
 
 
 def safe_text(text: object) -> str:
@@ -100,11 +122,13 @@ def _run_cell_text(view: CellView | None) -> str:
             text += f" ({view.speedup:.2f}x)"
         if view.status is not CellStatus.OK:
             text += f" {STATUS_MARKS[view.status]}"
+        if view.odd_processes:
+            text += f" {MACHINE_STATE_MARK}"
         return text
     return STATUS_MARKS[view.status]
 
 
-def _align(rows: list[list[str]]) -> str:
+def align_table(rows: list[list[str]]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -124,10 +148,10 @@ def format_run_table(tools: list[str], rows: list[BuildRow]) -> str:
             skipped_everywhere[tool] = reasons.pop()
     shown = [t for t in tools if t not in skipped_everywhere]
     header = ["model", "config", "task"] + [safe_text(t) for t in shown]
-    body = [[safe_text(r.model), safe_text(r.config), r.task]
+    body = [[safe_text(r.model), config_text(r.config), r.task]
             + [_run_cell_text(r.cells.get(t)) for t in shown]
             for r in rows if any(t in r.cells for t in shown)]
-    lines = [_align([header] + body)] if body else []
+    lines = [align_table([header] + body)] if body else []
     by_reason: dict[str, list[str]] = {}
     for tool, reason in skipped_everywhere.items():
         by_reason.setdefault(reason, []).append(tool)
@@ -153,7 +177,7 @@ def format_compile_table(tools: list[str], rows: list[BuildRow]) -> str:
     body = [[safe_text(model), safe_text(tool)]
             + [format_seconds(per_task.get(t, math.nan)) for t in tasks]
             for (model, tool), per_task in compile_s.items()]
-    return _align([header] + body)
+    return align_table([header] + body)
 
 
 def format_check_table(cells: list[CellSummary]) -> str:
@@ -167,9 +191,9 @@ def format_check_table(cells: list[CellSummary]) -> str:
         errors = ([chk.what, f"{chk.max_abs_err:.2e}", f"{chk.max_rel_err:.2e}",
                    f"{chk.rtol:g}/{chk.atol:g}"] if chk is not None else ["", "", "", ""])
         body.append([safe_text(c.model), safe_text(c.tool), c.task,
-                     safe_text(c.config if c.config is not None else "*"), c.status.value,
+                     config_text(c.config), c.status.value,
                      *errors, safe_text(c.reason)[:100]])
-    return _align([header] + body)
+    return align_table([header] + body)
 
 
 # --------------------------------------------------------------------------------------
@@ -229,7 +253,7 @@ def verdict_text(row: ComparisonRow) -> str:
     return text + ("~" if row.inconclusive else "")
 
 
-def _one_line(text: object) -> str:
+def one_line(text: object) -> str:
     # safe_text leaves tab and newline alone (they are harmless on a terminal), but either
     # one breaks a table row.
     return safe_text(text).replace("\t", "\\t").replace("\n", "\\n")
@@ -325,24 +349,24 @@ def machine_lines(check: MachineCheck) -> list[str]:
 
 
 def _header_lines(comparison: Comparison) -> list[str]:
-    lines = [f"BASE  {_one_line(comparison.base.build)}  ({_one_line(comparison.base.path)})",
-             f"NEW   {_one_line(comparison.new.build)}  ({_one_line(comparison.new.path)})"]
+    lines = [f"BASE  {one_line(comparison.base.build)}  ({one_line(comparison.base.path)})",
+             f"NEW   {one_line(comparison.new.build)}  ({one_line(comparison.new.path)})"]
     lines += machine_lines(comparison.machine)
     for side in (comparison.base, comparison.new):
         if not side.complete:
-            lines.append(f"warning: {_one_line(side.path)} is incomplete (the run was "
+            lines.append(f"warning: {one_line(side.path)} is incomplete (the run was "
                          "interrupted).")
     for difference in comparison.ignored_differences:
-        lines.append(f"warning: compared anyway despite {_one_line(difference)}.")
+        lines.append(f"warning: compared anyway despite {one_line(difference)}.")
     return lines
 
 
 def _table_row(r: ComparisonRow) -> list[str]:
-    reason = _one_line(r.reason)
+    reason = one_line(r.reason)
     if len(reason) > _REASON_WIDTH:
         reason = reason[: _REASON_WIDTH - 3] + "..."
     note = status_text(r.base_status, r.new_status, reason)
-    return [_one_line(r.name), r.kind, format_quantity(r.base_median, r.unit),
+    return [one_line(r.name), r.kind, format_quantity(r.base_median, r.unit),
             format_quantity(r.new_median, r.unit), format_ratio(r.ratio),
             format_interval(r.ratio_low, r.ratio_high), format_p(r.p_value),
             format_percent(r.min_detectable_effect), verdict_text(r), note]
@@ -354,10 +378,10 @@ def _format_table(comparison: Comparison, only_changed: bool) -> str:
               "verdict", "status"]
     rows = [_table_row(r) for r in _rows_to_show(comparison, only_changed)]
     parts = _header_lines(comparison) + [textwrap.fill(comparison_criteria(comparison), 100), ""]
-    parts.append(_align([header] + rows) if rows else "(no benchmarks to show)")
+    parts.append(align_table([header] + rows) if rows else "(no benchmarks to show)")
     if comparison.geomeans:
         parts += ["", "Geometric mean of NEW/BASE run time (benchmarks correct in both builds):"]
-        geo = [[_one_line(geomean_label(g)), format_ratio(g.ratio), format_interval(g.low, g.high),
+        geo = [[one_line(geomean_label(g)), format_ratio(g.ratio), format_interval(g.low, g.high),
                 f"{g.n} benchmarks"] for g in comparison.geomeans]
         width = [max(len(row[i]) for row in geo) for i in range(4)]
         parts += ["  " + "  ".join(c.ljust(w) for c, w in zip(row, width)).rstrip()
@@ -379,20 +403,20 @@ def _regression_line(comparison: Comparison) -> str:
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|#!{}])")
 
 
-def _md(text: object) -> str:
+def markdown_text(text: object) -> str:
     """Text safe in a GitHub markdown table cell: no control characters, markdown
     punctuation backslash-escaped, HTML metacharacters as entities."""
-    plain = _one_line(text)
+    plain = one_line(text)
     plain = _MARKDOWN_SPECIAL.sub(r"\\\1", plain)
     return plain.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _format_markdown(comparison: Comparison, only_changed: bool) -> str:
-    lines = [f"**BASE** {_md(comparison.base.build)} ({_md(comparison.base.path)}) "
-             f"&rarr; **NEW** {_md(comparison.new.build)} ({_md(comparison.new.path)})", ""]
+    lines = [f"**BASE** {markdown_text(comparison.base.build)} ({markdown_text(comparison.base.path)}) "
+             f"&rarr; **NEW** {markdown_text(comparison.new.build)} ({markdown_text(comparison.new.path)})", ""]
     for line in _header_lines(comparison)[2:]:
-        lines += [f"> {_md(line)}", ""]
-    lines += [_md(comparison_criteria(comparison)), ""]
+        lines += [f"> {markdown_text(line)}", ""]
+    lines += [markdown_text(comparison_criteria(comparison)), ""]
     confidence = f"{format_confidence(comparison.alpha)} interval"
     header = ["verdict", "benchmark", "kind", "base", "new", "ratio", confidence, "p", "q",
               "detectable", "status"]
@@ -404,19 +428,19 @@ def _format_markdown(comparison: Comparison, only_changed: bool) -> str:
                  format_quantity(r.new_median, r.unit), format_ratio(r.ratio),
                  format_interval(r.ratio_low, r.ratio_high), format_p(r.p_value),
                  format_p(r.q_value), format_percent(r.min_detectable_effect), status]
-        lines.append("| " + " | ".join(_md(c) for c in cells) + " |")
+        lines.append("| " + " | ".join(markdown_text(c) for c in cells) + " |")
     if comparison.geomeans:
         lines += ["", "| geometric mean of NEW/BASE run time | ratio | interval | benchmarks |",
                   "|---|---:|---:|---:|"]
         for g in comparison.geomeans:
-            lines.append(f"| {_md(geomean_label(g))} | {format_ratio(g.ratio)} | "
-                         f"{_md(format_interval(g.low, g.high))} | {g.n} |")
+            lines.append(f"| {markdown_text(geomean_label(g))} | {format_ratio(g.ratio)} | "
+                         f"{markdown_text(format_interval(g.low, g.high))} | {g.n} |")
     regression = _regression_line(comparison).removeprefix("regression: ")
     lines += ["", f"Regression: {regression.replace('yes', '**yes**', 1)}"]
     return "\n".join(lines)
 
 
-def _number(x: float | int | None) -> float | int | None:
+def json_number(x: float | int | None) -> float | int | None:
     """JSON has no NaN or infinity: both become null."""
     if x is None or isinstance(x, bool):
         return x
@@ -429,11 +453,11 @@ def _row_json(r: ComparisonRow) -> dict[str, Any]:
     return {
         "name": r.name, "kind": r.kind, "model": r.model, "tool": r.tool, "task": r.task,
         "config": r.config, "verdict": r.verdict.value, "inconclusive": r.inconclusive,
-        "ratio": _number(r.ratio), "ratio_low": _number(r.ratio_low),
-        "ratio_high": _number(r.ratio_high), "p_value": _number(r.p_value),
-        "q_value": _number(r.q_value),
-        "min_detectable_effect": _number(r.min_detectable_effect),
-        "base_median": _number(r.base_median), "new_median": _number(r.new_median),
+        "ratio": json_number(r.ratio), "ratio_low": json_number(r.ratio_low),
+        "ratio_high": json_number(r.ratio_high), "p_value": json_number(r.p_value),
+        "q_value": json_number(r.q_value),
+        "min_detectable_effect": json_number(r.min_detectable_effect),
+        "base_median": json_number(r.base_median), "new_median": json_number(r.new_median),
         "unit": r.unit,
         "base_status": r.base_status.value if r.base_status is not None else "",
         "new_status": r.new_status.value if r.new_status is not None else "",
@@ -447,7 +471,7 @@ def _json_safe(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_json_safe(v) for v in value]
     if isinstance(value, float):
-        return _number(value)
+        return json_number(value)
     if value is None or isinstance(value, (str, int, bool)):
         return value
     return str(value)
@@ -459,13 +483,13 @@ def _machine_json(check: MachineCheck) -> dict[str, Any]:
             return None
         return {**_json_safe(s.to_dict()),
                 "odd": [{"cell": p.cell, "process_index": p.process_index,
-                         "canary_s": _number(p.score_s)} for p in s.odd]}
+                         "canary_s": json_number(p.score_s)} for p in s.odd]}
 
     shift = check.shift
     return {"base": speed(check.base), "new": speed(check.new),
             "shift": None if shift is None else {
-                "ratio": _number(shift.ratio), "ratio_low": _number(shift.low),
-                "ratio_high": _number(shift.high), "p_value": _number(shift.p_value),
+                "ratio": json_number(shift.ratio), "ratio_low": json_number(shift.low),
+                "ratio_high": json_number(shift.high), "p_value": json_number(shift.p_value),
                 "state": shift.state.value, "shifted": shift.shifted}}
 
 
@@ -483,8 +507,8 @@ def _format_json(comparison: Comparison, only_changed: bool) -> str:
         "ignored_differences": list(comparison.ignored_differences),
         "machine": _machine_json(comparison.machine),
         "benchmarks": [_row_json(r) for r in _rows_to_show(comparison, only_changed)],
-        "geomeans": [{"by": g.by, "key": g.key, "ratio": _number(g.ratio),
-                      "ratio_low": _number(g.low), "ratio_high": _number(g.high), "n": g.n}
+        "geomeans": [{"by": g.by, "key": g.key, "ratio": json_number(g.ratio),
+                      "ratio_low": json_number(g.low), "ratio_high": json_number(g.high), "n": g.n}
                      for g in comparison.geomeans],
     }
     return json.dumps(doc, indent=2, ensure_ascii=True, allow_nan=False)
@@ -511,114 +535,3 @@ def format_comparison(comparison: Comparison, fmt: str = "table", *,
     if fmt == "json":
         return _format_json(comparison, only_changed)
     raise ValueError(f"unknown comparison format {fmt!r}; expected one of {COMPARISON_FORMATS}")
-
-
-# --------------------------------------------------------------------------------------
-# History: the changes of a store
-# --------------------------------------------------------------------------------------
-
-HISTORY_FORMATS = ("table", "markdown", "json")
-
-
-def build_text(label: str, commit: str) -> str:
-    """A build as people read it: its label, and its short commit when the label is not it."""
-    short = commit[:12]
-    return label if not short or label.startswith(short) else f"{label} ({short})"
-
-
-def change_what(change: Any) -> str:
-    """What a `history.HistoryChange` is, in words: `slower`, `faster`, `environment` with
-    what changed, or `status` with the statuses on either side."""
-    if change.kind == "environment":
-        return f"environment: {change.detail}" if change.detail else "environment"
-    if change.kind == "status":
-        return f"status {change.before_status} -> {change.after_status}"
-    what = change.kind
-    if change.key.kind in ("memory", "cuda_memory"):
-        what = {"slower": "slower (more memory)", "faster": "faster (less memory)"}.get(
-            what, what)
-    if not getattr(change.change, "confirmed", True):
-        what += " (newest build only)"
-    return what
-
-
-def _change_cells(change: Any) -> list[str]:
-    c = change.change
-    return [change_what(change), change.key.benchmark, change.key.kind,
-            build_text(change.before.label, change.before.git_commit),
-            build_text(change.after.label, change.after.git_commit), format_ratio(c.ratio),
-            format_interval(c.low, c.high), change.key.machine_class]
-
-
-_CHANGE_HEADER = ["change", "benchmark", "kind", "last before", "first after", "ratio",
-                  "interval", "machine"]
-
-
-def _change_json(change: Any) -> dict[str, Any]:
-    c = change.change
-
-    def build(b: Any) -> dict[str, Any]:
-        return {"build": b.label, "commit": b.git_commit, "file": b.file,
-                "date": b.commit_date or b.run_date}
-
-    return {"change": change.kind, "detail": change.detail,
-            "confirmed": bool(getattr(c, "confirmed", True)),
-            "regression": change.is_regression, "benchmark": change.key.benchmark,
-            "kind": change.key.kind, "model": change.key.model, "tool": change.key.tool,
-            "task": change.key.task, "config": change.key.config,
-            "machine_class": change.key.machine_class, "before": build(change.before),
-            "after": build(change.after), "before_status": change.before_status,
-            "after_status": change.after_status, "ratio": _number(c.ratio),
-            "ratio_low": _number(c.low), "ratio_high": _number(c.high),
-            "p_value": _number(c.p_value)}
-
-
-def format_history_changes(changes: Any, fmt: str = "table") -> str:
-    """The changes of a history store (`history.HistoryChange`s, in the order given) in
-    `fmt`, one of `HISTORY_FORMATS`: an aligned table, a markdown table, or a JSON list of
-    objects (change, detail, benchmark, kind, before, after, ratio, ratio_low, ratio_high,
-    ...; NaN is null). Every name is escaped as in `format_comparison`. Raises ValueError
-    for an unknown format."""
-    changes = list(changes)
-    if fmt == "json":
-        return json.dumps([_change_json(c) for c in changes], indent=2, ensure_ascii=True,
-                          allow_nan=False)
-    if fmt == "markdown":
-        return _markdown_changes(changes) if changes else "No changes found."
-    if fmt == "table":
-        if not changes:
-            return "no changes found"
-        rows = [_CHANGE_HEADER] + [[_one_line(x) for x in _change_cells(c)] for c in changes]
-        return _align(rows)
-    raise ValueError(f"unknown format {fmt!r}; expected one of {HISTORY_FORMATS}")
-
-
-def _markdown_changes(changes: list[Any]) -> str:
-    lines = ["| " + " | ".join(_CHANGE_HEADER) + " |",
-             "|" + "|".join(["---"] * 5 + ["---:"] * 2 + ["---"]) + "|"]
-    for c in changes:
-        lines.append("| " + " | ".join(_md(x) for x in _change_cells(c)) + " |")
-    return "\n".join(lines)
-
-
-def format_history_check(check: Any, confirm: Any) -> str:
-    """The markdown summary of `history check` (a `history.HistoryCheck`) for a pull request
-    or a nightly message: the newest builds, the regressions they opened with the commands
-    that confirm each (`confirm(change)` gives them), and the count of other changes."""
-    newest = ", ".join(f"{_md(build_text(b.label, b.git_commit))} on {_md(b.machine_class)}"
-                       for b in check.newest)
-    lines = [f"**kscperf history check**: newest {newest or 'nothing: the store is empty'}", ""]
-    if not check.opened:
-        lines.append("No regression opened by the newest build.")
-    else:
-        lines += [f"**{len(check.opened)} regression(s) opened by the newest build:**", "",
-                  _markdown_changes(list(check.opened)), ""]
-        for change in check.opened:
-            commands = confirm(change)
-            lines += [f"- `{_md(change.key.benchmark)}` ({change.key.kind}): confirm with",
-                      f"  `{commands.compare}`"]
-            if commands.bisect:
-                lines.append(f"  ; bisect with `{commands.bisect}`")
-    others = len(check.changes) - len(check.opened)
-    lines += ["", f"{others} other change(s) in the history (`run-benchmarks history changes`)."]
-    return "\n".join(lines)

@@ -13,11 +13,12 @@ Imports nothing else of kscperf, and never torch.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 __all__ = ["TASKS", "BUILTIN_TOOLS", "EAGER_TOOLS", "CUDA_SUFFIX", "TRANSFER_SUFFIX",
-           "MANUAL_CUDA_TOOL", "split_device", "KIND_SUFFIXES", "BenchmarkName", "cell_name", "benchmark_name",
-           "compile_name", "prep_name", "parse_benchmark_name"]
+           "MANUAL_CUDA_TOOL", "split_device", "Kind", "BenchmarkName", "cell_name",
+           "benchmark_name", "compile_name", "prep_name", "parse_benchmark_name"]
 
 TASKS = ("inference", "fwd", "bwd", "jacobian")
 
@@ -36,9 +37,40 @@ def split_device(tool: str) -> tuple[str, str]:
         return tool[: -len(CUDA_SUFFIX)], "cuda"
     return tool, "cpu"
 
-# The suffix of each non-time kind, as it appears after the `:` of a benchmark name.
-KIND_SUFFIXES = {"compile": ":compile", "prep": ":prep", "peak_rss": ":peak_rss",
-                 "peak_cuda": ":peak_cuda"}
+
+class Kind(enum.StrEnum):
+    """What a benchmark measures: the one vocabulary of compare, history, report and
+    dashboard (and of their JSON outputs). Declared in display order."""
+
+    TIME = "time"
+    COMPILE = "compile"
+    PREP = "prep"
+    PEAK_RSS = "peak_rss"
+    PEAK_CUDA = "peak_cuda"
+
+    @property
+    def suffix(self) -> str:
+        """What follows the config in a benchmark name: "" for run time, else `:kind`."""
+        return "" if self is Kind.TIME else f":{self.value}"
+
+    @property
+    def unit(self) -> str:
+        """pyperf's unit name of its values: "byte" for memory, else "second"."""
+        return "byte" if self in (Kind.PEAK_RSS, Kind.PEAK_CUDA) else "second"
+
+    @property
+    def is_timed(self) -> bool:
+        """Whether its values are times, which a change of the machine's speed moves."""
+        return self.unit == "second"
+
+    def title(self) -> str:
+        """Its name for people: "run time", "peak RSS"... (not `str.title`: a kind is
+        shown by this name, never title-cased)."""
+        return _KIND_TITLES[self]
+
+
+_KIND_TITLES = {Kind.TIME: "run time", Kind.COMPILE: "compile time", Kind.PREP: "prep time",
+                Kind.PEAK_RSS: "peak RSS", Kind.PEAK_CUDA: "peak CUDA memory"}
 
 
 def cell_name(model: str, tool: str, task: str) -> str:
@@ -46,23 +78,24 @@ def cell_name(model: str, tool: str, task: str) -> str:
     return f"{model}/{tool}/{task}"
 
 
-def benchmark_name(model: str, tool: str, task: str, config: str, kind: str = "time") -> str:
+def benchmark_name(model: str, tool: str, task: str, config: str,
+                   kind: Kind = Kind.TIME) -> str:
     """`model/tool/task/config` for run time, with `:kind` appended for any other kind.
     A compile time belongs to the cell, not to a config: `compile_name` names it."""
-    if kind == "compile":
+    kind = Kind(kind)
+    if kind is Kind.COMPILE:
         raise ValueError("a compile time has no config; use compile_name")
-    base = f"{cell_name(model, tool, task)}/{config}"
-    return base if kind == "time" else base + KIND_SUFFIXES[kind]
+    return f"{cell_name(model, tool, task)}/{config}{kind.suffix}"
 
 
 def compile_name(model: str, tool: str, task: str) -> str:
     """`model/tool/task:compile`: a cell's compile time."""
-    return cell_name(model, tool, task) + KIND_SUFFIXES["compile"]
+    return cell_name(model, tool, task) + Kind.COMPILE.suffix
 
 
 def prep_name(model: str, tool: str, task: str, config: str) -> str:
     """`model/tool/task/config:prep`: one config's prep time."""
-    return benchmark_name(model, tool, task, config, "prep")
+    return benchmark_name(model, tool, task, config, Kind.PREP)
 
 
 @dataclass(frozen=True)
@@ -73,7 +106,7 @@ class BenchmarkName:
     tool: str
     task: str
     config: str | None
-    kind: str = "time"
+    kind: Kind = Kind.TIME
 
     @property
     def cell(self) -> str:
@@ -84,13 +117,13 @@ class BenchmarkName:
 def parse_benchmark_name(name: str) -> BenchmarkName | None:
     """The parts of `name`, or None when it is not a kscperf benchmark name (a plain
     pyperf file may hold any names). A model name never holds `/`; a config name may."""
-    base, kind = name, "time"
-    for k, suffix in KIND_SUFFIXES.items():
-        if name.endswith(suffix):
-            base, kind = name[: -len(suffix)], k
+    base, kind = name, Kind.TIME
+    for k in Kind:
+        if k.suffix and name.endswith(k.suffix):
+            base, kind = name[: -len(k.suffix)], k
             break
     parts = base.split("/", 3)
-    if kind == "compile":
+    if kind is Kind.COMPILE:
         if len(parts) != 3 or not all(parts):
             return None
         return BenchmarkName(parts[0], parts[1], parts[2], None, kind)

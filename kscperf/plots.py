@@ -27,6 +27,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
+from kscperf.style import PALETTE, Tone
+
 __all__ = [
     "Series",
     "Panel",
@@ -41,8 +43,7 @@ __all__ = [
 
 # Colours per tool come from matplotlib's tab10 cycle in the order tools are given; the
 # verdict colours match the report's CSS.
-_VERDICT_COLOURS = {"worse": "#c62828", "better": "#2e7d32", "same": "#607d8b"}
-_HIGHLIGHT = "#c62828"
+_HIGHLIGHT = PALETTE[Tone.BAD]
 
 _RC = {
     "svg.fonttype": "none",
@@ -94,14 +95,14 @@ class Bar:
 
 @dataclass(frozen=True)
 class RatioPoint:
-    """One benchmark's NEW/BASE ratio with its interval; `tone` is "worse", "better" or
-    "same" and picks the colour."""
+    """One benchmark's NEW/BASE ratio with its interval; `tone` picks the colour (bad for
+    worse, good for better, neutral for the same)."""
 
     label: str
     ratio: float
     low: float
     high: float
-    tone: str = "same"
+    tone: Tone = Tone.NEUTRAL
 
 
 def _text(label: object) -> str:
@@ -413,7 +414,7 @@ def _plot_ratios(title: str, points: Sequence[RatioPoint], *, min_effect: float,
     extent: list[float] = [1.0 / (1.0 + min_effect), 1.0 + min_effect]
     for i, p in enumerate(points):
         y = len(points) - 1 - i
-        colour = _VERDICT_COLOURS.get(p.tone, _VERDICT_COLOURS["same"])
+        colour = PALETTE.get(p.tone, PALETTE[Tone.NEUTRAL])
         if not (math.isfinite(p.ratio) and p.ratio > 0):
             ax.text(1.0, y, "n/a", ha="center", va="center", fontsize=7)
             continue

@@ -15,26 +15,31 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Sequence
 
 from kscperf import formatting, plots, stats
 from kscperf.compare import (
-    REFERENCE_TOOL,
-    BuildRow,
-    CellView,
     Comparison,
     ComparisonRow,
     Verdict,
-    benchmark_parts,
-    check_comparable,
     compare_builds,
-    summarize_build,
+    refuse_incomparable,
 )
 from kscperf.errors import TIMED_STATUSES, CellStatus, KscperfError
-from kscperf.names import BenchmarkName, benchmark_name
 from kscperf.fileio import write_text_atomic
+from kscperf.metadata import REPORT_KEYS
+from kscperf.names import BenchmarkName, Kind
 from kscperf.results import LoadedResults
+from kscperf.style import STATUS_TONE, VERDICT_TONE, Tone, jinja_environment, templates_dir
+from kscperf.samples import (
+    REFERENCE_TOOL,
+    BuildRow,
+    BuildSamples,
+    CellView,
+    build_samples,
+    odd_value_count,
+    summarize_build,
+)
 
 __all__ = [
     "TEMPLATE_NAME",
@@ -48,32 +53,8 @@ __all__ = [
 TEMPLATE_NAME = "report.html.j2"
 
 # Environment keys shown first, in this order; any others follow alphabetically.
-_ENV_KEYS = (
-    "build", "build_python", "build_env", "lockstep_id", "date", "git_commit", "git_dirty",
-    "hostname", "cpu_model_name", "cpu_count", "gpu_name", "platform", "python_version",
-    "torch_version", "cuda_version", "profile", "processes", "values", "warmups", "min_time",
-    "seed", "torch_num_threads",
-)
+_ENV_KEYS = REPORT_KEYS
 
-# CSS class per verdict; the stylesheet in the template colours them.
-_VERDICT_CLASS = {
-    Verdict.FAILING_NOW: "bad", Verdict.INCORRECT_NOW: "bad", Verdict.SLOWER: "bad",
-    Verdict.MACHINE_SHIFT: "warn", Verdict.MISSING: "warn", Verdict.SAME: "neutral", Verdict.NEW: "neutral",
-    Verdict.FIXED: "good", Verdict.FASTER: "good",
-}
-_VERDICT_TONE = {"bad": "worse", "good": "better"}
-
-# CSS class per cell status; the stylesheet in the template colours them.
-_STATUS_CLASS = {
-    CellStatus.OK: "good",
-    CellStatus.INCORRECT: "bad",
-    CellStatus.FAILED: "bad",
-    CellStatus.TIMEOUT: "bad",
-    CellStatus.CRASHED: "bad",
-    CellStatus.OOM: "bad",
-    CellStatus.SKIPPED: "muted",
-    CellStatus.UNSUPPORTED: "muted",
-}
 # The correctness badge of an ok cell; any other status is shown as it reads everywhere.
 _PASSED_BADGE = "pass"
 
@@ -126,6 +107,7 @@ class CellRow:
     peak_rss: str
     peak_cuda: str
     row_class: str
+    machine_mark: str = ""
 
 
 @dataclass(frozen=True)
@@ -136,6 +118,7 @@ class ModelSection:
     name: str
     rows: list[CellRow]
     figures: list[Figure]
+    machine_note: str = ""
 
 
 @dataclass(frozen=True)
@@ -217,20 +200,6 @@ class ReportView:
     notes: list[str] = field(default_factory=list)
 
 
-def templates_dir() -> Path:
-    """The directory holding the report templates: the repository's `templates/` in a
-    source checkout or editable install, else `kscperf/templates/` where a wheel puts it.
-    Raises KscperfError when neither has the report template."""
-    here = Path(__file__).resolve().parent
-    candidates = (here.parent / "templates", here / "templates")
-    for candidate in candidates:
-        if (candidate / TEMPLATE_NAME).is_file():
-            return candidate
-    raise KscperfError(
-        f"kscperf's report template {TEMPLATE_NAME} is missing (looked in "
-        f"{', '.join(str(c) for c in candidates)}); reinstall kscperf.")
-
-
 def _safe_svg(svg: str) -> Any:
     from markupsafe import Markup
 
@@ -280,7 +249,7 @@ def _check_detail(view: CellView) -> str:
 def _cell_row(row: BuildRow, tool: str, view: CellView, first: bool, size: int) -> CellRow:
     badge = (_PASSED_BADGE if view.status is CellStatus.OK
              else formatting.STATUS_MARKS[view.status])
-    badge_class = _STATUS_CLASS[view.status]
+    badge_class = STATUS_TONE[view.status].value
     timed = view.status in TIMED_STATUSES and view.n_values > 0
     time_text = formatting.format_seconds(view.median_s) if timed else "—"
     spread_text = f"± {formatting.format_seconds(view.spread_s)}" if timed else ""
@@ -291,7 +260,7 @@ def _cell_row(row: BuildRow, tool: str, view: CellView, first: bool, size: int) 
     cuda = view.peak_cuda_bytes
     detail = _check_detail(view)
     return CellRow(
-        task=formatting.safe_text(row.task), config=formatting.safe_text(row.config),
+        task=formatting.safe_text(row.task), config=formatting.config_text(row.config),
         group_size=size, first_of_group=first, tool=formatting.safe_text(tool),
         time=time_text, spread=spread_text, speedup=speedup_text, badge=badge,
         badge_class=badge_class, badge_detail=detail,
@@ -300,7 +269,8 @@ def _cell_row(row: BuildRow, tool: str, view: CellView, first: bool, size: int) 
         prep=formatting.format_seconds(view.prep_s),
         peak_rss=formatting.format_bytes(rss) if rss else "—",
         peak_cuda=formatting.format_bytes(cuda) if cuda else "—",
-        row_class=badge_class if badge_class != "good" else "")
+        row_class=badge_class if badge_class != "good" else "",
+        machine_mark=formatting.MACHINE_STATE_MARK if timed and view.odd_processes else "")
 
 
 def _model_rows(tools: list[str], rows: list[BuildRow]) -> list[CellRow]:
@@ -317,8 +287,8 @@ def _model_rows(tools: list[str], rows: list[BuildRow]) -> list[CellRow]:
 def _time_figure(model: str, tools: list[str], rows: list[BuildRow], key: str) -> Figure:
     panels = []
     for task in dict.fromkeys(r.task for r in rows):
-        task_rows = [r for r in rows if r.task == task and r.config != "*"]
-        configs = [r.config for r in task_rows]
+        task_rows = [r for r in rows if r.task == task and r.config is not None]
+        configs = [str(r.config) for r in task_rows]
         numels = [next((v.numel for v in r.cells.values() if v.numel), None) for r in task_rows]
         # Log-log against size only when every config has one; otherwise configs are
         # shown in their definition order on a linear axis.
@@ -374,8 +344,9 @@ def _speedup_figure(model: str, tools: list[str], rows: list[BuildRow], key: str
                                                 y_label=f"speedup over {REFERENCE_TOOL}")))
 
 
-def _models(results: LoadedResults, figure_prefix: str) -> list[ModelSection]:
-    tools, rows = summarize_build(results)
+def _models(results: LoadedResults, build: BuildSamples, figure_prefix: str
+            ) -> list[ModelSection]:
+    tools, rows = summarize_build(results, build)
     sections = []
     for i, model in enumerate(dict.fromkeys(r.model for r in rows)):
         model_rows = [r for r in rows if r.model == model]
@@ -383,27 +354,30 @@ def _models(results: LoadedResults, figure_prefix: str) -> list[ModelSection]:
         speed = _speedup_figure(model, tools, model_rows, f"{figure_prefix}{i}-speedup")
         if speed is not None:
             figures.append(speed)
-        sections.append(ModelSection(f"model-{i}", formatting.safe_text(model),
-                                     _model_rows(tools, model_rows), figures))
+        sections.append(ModelSection(
+            f"model-{i}", formatting.safe_text(model), _model_rows(tools, model_rows), figures,
+            formatting.machine_state_note(odd_value_count(model_rows), build.odd_processes)))
     return sections
 
 
-def _plain_rows(results: LoadedResults) -> list[PlainRow]:
-    out = []
-    for name, values in results.benchmarks.items():
-        out.append(PlainRow(formatting.safe_text(name),
-                            formatting.format_seconds(stats.median(values)),
-                            f"± {formatting.format_seconds(stats.median_abs_dev(values))}",
-                            str(len(values))))
-    return out
+def _plain_rows(build: BuildSamples) -> list[PlainRow]:
+    return [PlainRow(formatting.safe_text(b.name), formatting.format_seconds(b.central),
+                     f"± {formatting.format_seconds(b.spread)}", str(len(b.values)))
+            for b in build.benchmarks.values()]
 
 
 # ------------------------------------------------------------------------------ comparison
 
+def _ratio_tone(verdict: Verdict) -> Tone:
+    tone = VERDICT_TONE[verdict]
+    # A ratio is drawn worse or better only with such a verdict; anything else is the same.
+    return tone if tone in (Tone.BAD, Tone.GOOD) else Tone.NEUTRAL
+
+
 def _compare_row(r: ComparisonRow) -> CompareRow:
     status = formatting.status_text(r.base_status, r.new_status, r.reason, arrow="→")
     return CompareRow(
-        verdict=formatting.verdict_text(r), verdict_class=_VERDICT_CLASS[r.verdict],
+        verdict=formatting.verdict_text(r), verdict_class=VERDICT_TONE[r.verdict].value,
         name=formatting.safe_text(r.name), kind=r.kind,
         base=formatting.format_quantity(r.base_median, r.unit),
         new=formatting.format_quantity(r.new_median, r.unit),
@@ -417,7 +391,7 @@ def _compare_row(r: ComparisonRow) -> CompareRow:
 def _ratio_figures(comparison: Comparison) -> list[Figure]:
     models: dict[str, list[ComparisonRow]] = {}
     for r in comparison.rows:
-        if r.kind == "time" and r.verdict not in (Verdict.NEW, Verdict.MISSING):
+        if r.kind is Kind.TIME and r.verdict not in (Verdict.NEW, Verdict.MISSING):
             models.setdefault(r.model, []).append(r)
     figures = []
     for i, (model, rows) in enumerate(sorted(models.items())):
@@ -425,7 +399,7 @@ def _ratio_figures(comparison: Comparison) -> list[Figure]:
         points = [plots.RatioPoint(
             formatting.safe_text(f"{r.tool}/{r.task}/{r.config}" if r.model else r.name),
             r.ratio, r.ratio_low, r.ratio_high,
-            _VERDICT_TONE.get(_VERDICT_CLASS[r.verdict], "same")) for r in rows]
+            _ratio_tone(r.verdict)) for r in rows]
         label = formatting.safe_text(model or "benchmarks")
         title = (f"{label}: run time NEW/BASE with "
                  f"{formatting.format_confidence(comparison.alpha)} intervals")
@@ -451,7 +425,7 @@ def _comparison_section(comparison: Comparison) -> ComparisonSection:
         base=formatting.safe_text(comparison.base.build),
         new=formatting.safe_text(comparison.new.build), criteria=criteria,
         regression=comparison.has_regression,
-        counts=[(v.value, _VERDICT_CLASS[v], str(counts[v])) for v in Verdict if v in counts],
+        counts=[(v.value, VERDICT_TONE[v].value, str(counts[v])) for v in Verdict if v in counts],
         warnings=warnings, rows=[_compare_row(r) for r in comparison.rows],
         machine=[formatting.safe_text(line) for line in formatting.machine_lines(comparison.machine)],
         geomeans=geomeans, figures=_ratio_figures(comparison))
@@ -459,51 +433,26 @@ def _comparison_section(comparison: Comparison) -> ComparisonSection:
 
 # ------------------------------------------------------------------------------ history
 
-@dataclass(frozen=True)
-class _TimeBenchmark:
-    """A run-time benchmark of one build, for the history lines."""
-
-    name: str
-    parts: BenchmarkName
-    status: CellStatus
-
-
-def _time_benchmarks(results: LoadedResults) -> dict[str, _TimeBenchmark]:
-    """The run-time benchmarks of a build by name: from the cell summaries of a kscperf file
-    (their names are not parsed back: a config name may hold "/"), from the benchmark names
-    of a plain pyperf file."""
-    if results.has_kscperf:
-        return {b.name: b for b in (
-            _TimeBenchmark(benchmark_name(c.model, c.tool, c.task, c.config),
-                           BenchmarkName(c.model, c.tool, c.task, c.config), c.status)
-            for c in results.cells if c.config is not None)}
-    return {name: _TimeBenchmark(name, parts, CellStatus.OK) for name in results.benchmarks
-            if (parts := benchmark_parts(name)).kind == "time"}
-
-
-def _relative_medians(name: str, results: Sequence[LoadedResults],
-                      per_build: list[dict[str, _TimeBenchmark]]) -> list[float]:
-    """The median time of benchmark `name` in each build over that in the first build that
-    has one; NaN where a build has no correct timing of it."""
+def _relative_medians(name: str, per_build: list[BuildSamples]) -> list[float]:
+    """The central time of benchmark `name` in each build over that in the first build that
+    has one; NaN where a build has no correct timing of it (only those are drawn)."""
     medians = []
-    for r, benchmarks in zip(results, per_build):
-        entry = benchmarks.get(name)
-        values = r.benchmarks.get(name, [])
-        # Only correct timings are drawn; anything else leaves a gap.
-        ok = entry is not None and entry.status is CellStatus.OK
-        medians.append(stats.median(values) if values and ok else math.nan)
+    for build in per_build:
+        b = build.benchmarks.get(name)
+        ok = b is not None and b.status is CellStatus.OK and b.has_values
+        medians.append(b.central if b is not None and ok else math.nan)
     first = next((m for m in medians if math.isfinite(m)), math.nan)
     return [m / first if math.isfinite(m) and first > 0 else math.nan for m in medians]
 
 
 def _history_section(results: Sequence[LoadedResults], comparison: Comparison
                      ) -> HistorySection:
-    per_build = [_time_benchmarks(r) for r in results]
+    per_build = [build_samples(r) for r in results]
     parts: dict[str, BenchmarkName] = {}
-    for benchmarks in per_build:
-        for name, b in benchmarks.items():
-            parts.setdefault(name, b.parts)
-    regressions = {r.name for r in comparison.regressions if r.kind == "time"}
+    for build in per_build:
+        for b in build.of_kind(Kind.TIME):
+            parts.setdefault(b.name, b.parts)
+    regressions = {r.name for r in comparison.regressions if r.kind is Kind.TIME}
     groups: dict[tuple[str, str], list[str]] = {}
     for name, p in parts.items():
         groups.setdefault((p.model, p.task), []).append(name)
@@ -520,7 +469,7 @@ def _history_section(results: Sequence[LoadedResults], comparison: Comparison
             else:
                 label = f"{p.tool}/{p.config}" if highlighted else p.tool
             series.append(plots.Series(formatting.safe_text(label), list(range(len(results))),
-                                       _relative_medians(name, results, per_build),
+                                       _relative_medians(name, per_build),
                                        highlight=highlighted, colour_index=tools.index(p.tool)))
         group_label = formatting.safe_text(f"{model} / {task}" if model else "benchmarks")
         title = f"{group_label}: median time relative to its first build"
@@ -548,22 +497,20 @@ def build_report_view(results: Sequence[LoadedResults], comparison: Comparison |
     if len(results) >= 2:
         last = results[-1]
         for earlier in results[:-1]:
-            differences = check_comparable(earlier, last)
             # A comparison handed in was already allowed (or forced) by whoever made it;
             # every other build of the history is judged here.
             judged = comparison is not None and earlier is results[-2]
-            if differences and not (force or judged):
-                raise KscperfError(
-                    f"refusing to report {earlier.path} with {last.path}: "
-                    f"{'; '.join(differences)}; pass --force to report them together anyway.")
+            differences = refuse_incomparable(earlier, last, force=force or judged,
+                                              what="report")
             notes += [f"{formatting.safe_text(earlier.path)} differs from "
                       f"{formatting.safe_text(last.path)}: {formatting.safe_text(d)}"
                       for d in differences]
         if comparison is None:
             comparison = compare_builds(results[-2], last, force=force)
     shown = results[-1]
-    models = _models(shown, "m") if shown.has_kscperf else []
-    plain_rows = [] if shown.has_kscperf else _plain_rows(shown)
+    shown_samples = build_samples(shown)
+    models = _models(shown, shown_samples, "m") if shown.has_kscperf else []
+    plain_rows = [] if shown.has_kscperf else _plain_rows(shown_samples)
     history = (_history_section(results, comparison)
                if comparison is not None and len(results) >= 3 else None)
     return ReportView(
@@ -575,18 +522,6 @@ def build_report_view(results: Sequence[LoadedResults], comparison: Comparison |
         history=history, notes=notes)
 
 
-def _environment_jinja() -> Any:
-    import jinja2
-
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(templates_dir())),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-
-
 def render_report(results: Sequence[LoadedResults], comparison: Comparison | None = None,
                   *, force: bool = False) -> str:
     """One self-contained HTML document for `results` (see `build_report_view` for what is
@@ -594,7 +529,7 @@ def render_report(results: Sequence[LoadedResults], comparison: Comparison | Non
     the comparison of the last two builds and the history of all of them. Deterministic:
     the same inputs give the same bytes."""
     view = build_report_view(results, comparison, force=force)
-    template = _environment_jinja().get_template(TEMPLATE_NAME)
+    template = jinja_environment().get_template(TEMPLATE_NAME)
     return template.render(view=view)
 
 

@@ -18,16 +18,16 @@ Format history:
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import os
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
-from kscperf.errors import STATUS_SEVERITY, CellStatus, KscperfError
+from kscperf.errors import STATUS_SEVERITY, CellStatus, KscperfError, recorded_status
 from kscperf.fileio import write_text_atomic
 from kscperf.machine import machine_speed
+from kscperf.pyperfjson import pyperf_suite_json
 from kscperf.names import benchmark_name, cell_name, compile_name, prep_name
 from kscperf.spec import CellResult, CheckResult, ConfigResult
 
@@ -40,15 +40,10 @@ __all__ = [
     "write_results",
     "load_results",
     "load_cell_runs_for_resume",
-    "merge_results",
 ]
 
 # 2: runs carry the machine-speed canary, the kscperf section its figure (`machine_speed`).
 FORMAT_VERSION = 2
-
-# Run metadata that pyperf requires to be identical across the runs of one benchmark; they
-# come from the worker's environment.
-_PYPERF_RUN_KEYS = ("hostname", "cpu_model_name", "cpu_count", "platform", "python_version")
 
 
 @dataclass(frozen=True)
@@ -96,7 +91,7 @@ class CellSummary:
         status, a name that is not a string."""
         if not isinstance(d, dict):
             raise TypeError(f"a cell is an object, not {d!r}")
-        status = CellStatus(d["status"])
+        status = recorded_status(d["status"])
         model, tool, task, config = d["model"], d["tool"], d["task"], d["config"]
         if not all(isinstance(v, str) for v in (model, tool, task)) or not isinstance(
                 config, (str, type(None))):
@@ -215,69 +210,10 @@ def summarize_cells(runs: Iterable[CellResult]) -> list[CellSummary]:
     return list(summary.values())
 
 
-def _run_metadata(r: CellResult, build_metadata: dict[str, Any]) -> dict[str, Any]:
-    md: dict[str, Any] = {k: v for k, v in build_metadata.items() if _pyperf_ok(v)}
-    for key in _PYPERF_RUN_KEYS:
-        if _pyperf_ok(r.metadata.get(key)):
-            md[key] = r.metadata[key]
-    md.update(model=r.model, tool=r.tool, task=r.task, unit="second")
-    return md
-
-
-def _pyperf_ok(value: Any) -> bool:
-    if isinstance(value, bool) or isinstance(value, int):
-        return True
-    if isinstance(value, float):
-        return math.isfinite(value)
-    return isinstance(value, str) and value != "" and "\n" not in value
-
-
-def _pyperf_suite_json(runs: list[CellResult], build_metadata: dict[str, Any]) -> dict[str, Any]:
-    import pyperf  # ~50 ms; only paid when a file is written
-
-    benches: dict[str, pyperf.Benchmark] = {}
-
-    def add(name: str, run: pyperf.Run) -> None:
-        if name in benches:
-            benches[name].add_run(run)
-        else:
-            benches[name] = pyperf.Benchmark([run])
-
-    for r in runs:
-        md = _run_metadata(r, build_metadata)
-        if r.compile_s is not None and r.compile_s > 0:
-            add(compile_name(r.model, r.tool, r.task),
-                pyperf.Run([r.compile_s], metadata=dict(md, name=compile_name(
-                    r.model, r.tool, r.task), loops=1), collect_metadata=False))
-        for c in r.configs:
-            cmd = dict(md, config=c.config, kscperf_status=c.status.value)
-            if c.date:
-                cmd["date"] = c.date
-            if c.peak_rss_bytes:
-                cmd["mem_max_rss"] = c.peak_rss_bytes
-            if c.prep_s is not None and c.prep_s > 0:
-                name = prep_name(r.model, r.tool, r.task, c.config)
-                add(name, pyperf.Run([c.prep_s], metadata=dict(cmd, name=name, loops=1),
-                                     collect_metadata=False))
-            values = [v for v in c.values if v > 0]
-            if values and c.loops > 0:
-                name = benchmark_name(r.model, r.tool, r.task, c.config)
-                if c.duration_s is not None:
-                    cmd["duration"] = c.duration_s
-                add(name, pyperf.Run(values, warmups=[w for w in c.warmups if w[1] > 0] or None,
-                                     metadata=dict(cmd, name=name, loops=c.loops),
-                                     collect_metadata=False))
-    if not benches:
-        return {"version": "1.0", "benchmarks": []}
-    buffer = io.StringIO()
-    pyperf.BenchmarkSuite(list(benches.values())).dump(buffer)
-    return json.loads(buffer.getvalue())
-
-
 def build_document(runs: list[CellResult], metadata: dict[str, Any],
                    complete: bool = True) -> dict[str, Any]:
     """The whole results document for the worker results `runs` of one build."""
-    doc = _pyperf_suite_json(runs, metadata)
+    doc = pyperf_suite_json(runs, metadata)
     speed = machine_speed(runs)
     doc["kscperf"] = {
         "format_version": FORMAT_VERSION,
@@ -565,123 +501,3 @@ def load_cell_runs_for_resume(path: str) -> tuple[list[CellResult], dict[str, An
     if not loaded.has_kscperf:
         raise KscperfError(f"{path} was not written by kscperf, so it cannot be resumed.")
     return loaded.runs, loaded.metadata
-
-
-# What every shard of one build must share: the build, the machine class (not the host:
-# shards run on identical machines), the torch build and the profile.
-_MERGE_KEYS = (("build", "build"), ("cpu_model_name", "CPU"), ("cpu_count", "CPU count"),
-               ("gpu_name", "GPU"), ("torch_version", "torch version"),
-               ("cuda_version", "CUDA version"), ("profile", "profile"),
-               ("processes", "processes"), ("values", "values"), ("warmups", "warmups"),
-               ("min_time", "min_time"), ("seed", "seed"))
-# Facts of one shard's file, not of the merged build.
-_SHARD_ONLY_KEYS = ("shard", "shard_expected_s")
-
-
-def _load_shards(paths: list[str]) -> list[LoadedResults]:
-    seen: dict[str, str] = {}
-    for p in paths:
-        real = os.path.realpath(p)
-        if real in seen:
-            raise KscperfError(f"{p} is given twice (as {seen[real]} too); the shards would "
-                               "overlap, so give each shard once.")
-        seen[real] = p
-    loaded = [load_results(p) for p in paths]
-    for lr in loaded:
-        if not lr.has_kscperf:
-            raise KscperfError(f"{lr.path} was not written by kscperf, so it cannot be merged.")
-    return loaded
-
-
-def _check_one_build(shards: list[LoadedResults]) -> None:
-    first = shards[0]
-    for lr in shards[1:]:
-        for key, what in _MERGE_KEYS:
-            mine, theirs = lr.metadata.get(key), first.metadata.get(key)
-            if mine != theirs:
-                raise KscperfError(
-                    f"{lr.path} has {what} {mine!r} where {first.path} has {theirs!r}; only "
-                    "shards of one build, machine class, torch version and profile can be "
-                    "merged.")
-
-
-def _check_shard_set(shards: list[LoadedResults], allow_partial: bool) -> dict[str, Any]:
-    """That the files are distinct shards of one plan, all of them unless `allow_partial`;
-    what the merged file records of them."""
-    marks = [lr.metadata.get("shard") for lr in shards]
-    if not any(marks):
-        return {}
-    first = shards[0]
-    by_index: dict[int, LoadedResults] = {}
-    count = _shard_of(first)[1]
-    for lr in shards:
-        if not lr.metadata.get("shard"):
-            raise KscperfError(f"{lr.path} is not a shard but {first.path} is; merge the "
-                               "shards of one sharded run.")
-        index, their_count = _shard_of(lr)
-        if lr.metadata.get("shard_plan") != first.metadata.get("shard_plan") or (
-                their_count != count):
-            raise KscperfError(f"{lr.path} is shard {lr.metadata['shard']} of another plan than "
-                               f"{first.path} (other paths, selection, shard count or "
-                               "--balance file); merge the shards of one plan.")
-        if index in by_index:
-            raise KscperfError(f"{lr.path} and {by_index[index].path} are both shard "
-                               f"{index}/{count}: the shards overlap.")
-        by_index[index] = lr
-    missing = [i for i in range(1, count + 1) if i not in by_index]
-    if missing and not allow_partial:
-        raise KscperfError(f"shard {missing[0]}/{count} is missing (given: "
-                           f"{', '.join(f'{i}/{count}' for i in sorted(by_index))}); pass "
-                           "--allow-partial to merge without it, marked incomplete.")
-    recorded = {"merged_shards": ",".join(map(str, sorted(by_index))) + f"/{count}"}
-    if missing:
-        recorded["missing_shards"] = ",".join(map(str, missing)) + f"/{count}"
-    return recorded
-
-
-def _shard_of(loaded: LoadedResults) -> tuple[int, int]:
-    """(I, N) of a shard's `shard` metadata, read as `--shard` reads it; KscperfError naming
-    the file when it is not I/N with 1 <= I <= N."""
-    from kscperf.plan import parse_shard
-
-    text = str(loaded.metadata.get("shard"))
-    try:
-        return parse_shard(text)
-    except KscperfError:
-        raise KscperfError(f"{loaded.path} has a malformed shard {text!r}; it should be I/N "
-                           "with I from 1 to N.") from None
-
-
-def _check_disjoint(shards: list[LoadedResults]) -> None:
-    # By process: files holding other processes of one cell add processes, not overlap.
-    owner: dict[tuple[str, int], str] = {}
-    for lr in shards:
-        for key in dict.fromkeys((r.name, r.process_index) for r in lr.runs):
-            if key in owner:
-                raise KscperfError(f"{lr.path} and {owner[key]} both hold process "
-                                   f"{key[1] + 1} of cell {key[0]}: the shards overlap.")
-            owner[key] = lr.path
-
-
-def merge_results(paths: list[str], out: str, allow_partial: bool = False) -> None:
-    """Merge the shard files of one build into `out`: one valid results file whose cells are
-    the union of theirs. KscperfError, before anything is written, for a file given twice,
-    files of different builds, machine classes, torch versions or profiles, shards of
-    different plans, overlapping shards, or a missing shard (unless `allow_partial`: the
-    merged file is then marked incomplete and records which shards are missing)."""
-    if not paths:
-        raise KscperfError("merge needs at least one shard file.")
-    shards = _load_shards(paths)
-    _check_one_build(shards)
-    recorded = _check_shard_set(shards, allow_partial)
-    _check_disjoint(shards)
-    metadata = {k: v for k, v in shards[0].metadata.items() if k not in _SHARD_ONLY_KEYS}
-    metadata.update(recorded)
-    hosts = sorted({str(lr.metadata["hostname"]) for lr in shards if "hostname" in lr.metadata})
-    if len(hosts) > 1:
-        # Identical machines of one class: no one host stands for the build, and compare
-        # then judges the machine class by CPU and GPU alone.
-        metadata.pop("hostname", None)
-        metadata["merged_hostnames"] = ",".join(hosts)
-    complete = all(lr.complete for lr in shards) and "missing_shards" not in recorded
-    write_results(out, [r for lr in shards for r in lr.runs], metadata, complete)

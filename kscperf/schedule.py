@@ -20,7 +20,7 @@ from kscperf.launch import Launcher
 from kscperf.lockstep import TurnPipes
 from kscperf.outcome import classify_outcome, skipped_result
 from kscperf.plan import PlannedCell
-from kscperf.spec import CellResult, CellSpec, TimingProfile
+from kscperf.spec import CellResult, CellSpec, TimingProfile, WorkerSettings
 
 __all__ = ["RunOptions", "Progress", "OnResult", "run_cells", "run_cells_lockstep"]
 
@@ -32,19 +32,12 @@ _LOCKSTEP_TIMEOUT_FACTOR = 2.0
 _Loops = dict[str, dict[str, int]]
 
 
-@dataclass(frozen=True)
-class RunOptions:
-    """Everything the scheduler passes on to workers, besides the cell itself."""
+@dataclass(frozen=True, kw_only=True)
+class RunOptions(WorkerSettings):
+    """Everything the scheduler passes on to workers, besides the cell itself: the run's
+    worker settings and its timing profile."""
 
     profile: TimingProfile
-    seed: int = 0
-    timeout_s: float | None = 600.0
-    tool_plugins: tuple[str, ...] = ()
-    check_only: bool = False
-    compile_cache: str = "warm"
-    jacobian_max_elements: int = 1_000_000
-    max_rss_bytes: int | None = None
-    affinity: tuple[int, ...] = ()
 
 
 @dataclass
@@ -77,17 +70,16 @@ def _remember_loops(loops: _Loops, result: CellResult) -> None:
 
 def _cell_spec(cell: PlannedCell, process_index: int, options: RunOptions, loops: _Loops,
                turns: tuple[str, ...] = ()) -> CellSpec:
+    timeout_s = _timeout_for(cell, options)
     return CellSpec(
+        **dict(options.worker_settings(), timeout_s=timeout_s),
         model=cell.model.name, tool=cell.tool, task=cell.task,
         module_path=cell.model.module_path, process_index=process_index,
-        seed=options.seed, values=options.profile.values,
-        warmups=options.profile.warmups, min_time=options.profile.min_time,
-        loops=tuple(sorted(loops.get(cell.name, {}).items())),
-        check_only=options.check_only, tool_plugins=options.tool_plugins,
-        jacobian_max_elements=options.jacobian_max_elements,
-        compile_cache=options.compile_cache, affinity=options.affinity, turns=turns,
+        values=options.profile.values, warmups=options.profile.warmups,
+        min_time=options.profile.min_time,
+        loops=tuple(sorted(loops.get(cell.name, {}).items())), turns=turns,
         # A partner that keeps the turn for a whole timeout is hung, and is being killed.
-        turn_wait_s=_timeout_for(cell, options))
+        turn_wait_s=timeout_s)
 
 
 def _launch_cell(launcher: Launcher, cell: PlannedCell, spec: CellSpec, stem: str,

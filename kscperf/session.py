@@ -27,7 +27,9 @@ from kscperf.envinfo import cuda_driver_present, git_info, library_versions, mac
     now_iso
 from kscperf.errors import BAD_STATUSES, KscperfError
 from kscperf.launch import Launcher, make_launcher
-from kscperf.spec import PROFILES, CellResult, TimingProfile
+from kscperf.metadata import PER_RUN_KEYS
+from kscperf.paths import RESULTS_DIR
+from kscperf.spec import PROFILES, CellResult, TimingProfile, WorkerSettings
 from kscperf.names import EAGER_TOOLS, split_device
 from kscperf.plugins import plugin_tool_names
 from kscperf.workerenv import is_this_python, resolve_python
@@ -37,28 +39,26 @@ __all__ = ["RunConfig", "Build", "Selection", "Session", "SessionResult", "selec
 
 _PARTIAL_WRITE_INTERVAL_S = 10.0
 # Per worker process, not per build: kept out of a build's metadata.
-_PER_RUN_KEYS = frozenset({"hostname", "cpu_model_name", "platform", "python_version",
-                           "cpu_count", "python_executable", "cpu_affinity",
-                           "lockstep_unpaired_values", "torch_extensions_dir"})
+_PER_RUN_KEYS = PER_RUN_KEYS
 
 # Told, after each worker, its progress and the label of its build ("" for a single build).
 OnProgress = Callable[[schedule.Progress, str], None]
 
 
-@dataclass(frozen=True)
-class RunConfig:
+@dataclass(frozen=True, kw_only=True)
+class RunConfig(WorkerSettings):
     """Everything one run is asked to do, built once: from argparse by the CLI, from
     keywords by the Python API. `tools` and `tasks` are comma lists (None: all); `shard` is
     `I/N`, split by the expected costs of `balance` (an earlier results file) when given;
-    `profile`
-    is `fast`, `default` or `rigorous`, and `processes`, `values`, `warmups` and
-    `min_time` override it. Invalid choices raise KscperfError when the config is made."""
+    `profile` is `fast`, `default` or `rigorous`, and `processes`, `values`, `warmups` and
+    `min_time` override it. The settings every worker gets (seed, timeout, isolation, ...)
+    are the `WorkerSettings` fields. Invalid choices raise KscperfError when the config is
+    made."""
 
     paths: tuple[str, ...] = ()
     patterns: tuple[str, ...] = ()
     tools: str | None = None
     tasks: str | None = None
-    tool_plugins: tuple[str, ...] = ()
     shard: str | None = None
     balance: str | None = None
     profile: str = "default"
@@ -66,21 +66,12 @@ class RunConfig:
     values: int | None = None
     warmups: int | None = None
     min_time: float | None = None
-    compile_cache: str = "warm"
-    timeout_s: float | None = 600.0
-    seed: int = 0
-    isolation: str = "fork"
-    jacobian_max_elements: int = 1_000_000
-    max_rss_bytes: int | None = None
-    affinity: tuple[int, ...] = ()
-    check_only: bool = False
 
     def __post_init__(self) -> None:
-        for name, value, allowed in (("profile", self.profile, tuple(PROFILES)),
-                                     ("isolation", self.isolation, ("fork", "spawn")),
-                                     ("compile_cache", self.compile_cache, ("warm", "cold"))):
-            if value not in allowed:
-                raise KscperfError(f"{name} {value!r} is not one of {', '.join(allowed)}.")
+        super().__post_init__()
+        if self.profile not in PROFILES:
+            raise KscperfError(f"profile {self.profile!r} is not one of "
+                               f"{', '.join(PROFILES)}.")
 
     def timing_profile(self) -> tuple[str, TimingProfile]:
         """The profile's name and numbers, overrides applied; a check-only run is one
@@ -98,12 +89,7 @@ class RunConfig:
 
     def run_options(self, profile: TimingProfile) -> schedule.RunOptions:
         """What the scheduler passes on to every worker."""
-        return schedule.RunOptions(
-            profile=profile, seed=self.seed, timeout_s=self.timeout_s,
-            tool_plugins=self.tool_plugins, check_only=self.check_only,
-            compile_cache=self.compile_cache,
-            jacobian_max_elements=self.jacobian_max_elements,
-            max_rss_bytes=self.max_rss_bytes, affinity=self.affinity)
+        return schedule.RunOptions(profile=profile, **self.worker_settings())
 
 
 @dataclass(frozen=True)
@@ -433,7 +419,7 @@ def _lockstep_session(config: RunConfig, builds: Sequence[Build], replace: bool,
         config = dataclasses.replace(config, affinity=(max(os.sched_getaffinity(0)),))
     selection = select_cells(config)
     profile_name, profile = config.timing_profile()
-    out_dir = output_dir or os.path.join("results", time.strftime("ab-%Y%m%d-%H%M%S"))
+    out_dir = output_dir or os.path.join(RESULTS_DIR, time.strftime("ab-%Y%m%d-%H%M%S"))
     builds = [Build(b.label, b.python, b.env, os.path.join(out_dir, f"{b.label}.json"))
               for b in builds]
     for b in builds:
@@ -461,7 +447,7 @@ def _single_session(config: RunConfig, build: Build, replace: bool,
         if os.path.abspath(output) != os.path.abspath(resume):
             fileio.check_writable(output, replace)
     elif not config.check_only:
-        output = output or os.path.join("results", f"{metadata['build']}.json")
+        output = output or os.path.join(RESULTS_DIR, f"{metadata['build']}.json")
         fileio.check_writable(output, replace)
     elif output is not None:
         fileio.check_writable(output, replace)

@@ -15,11 +15,24 @@ from typing import Callable, Mapping, Sequence
 
 from markupsafe import Markup, escape
 
-__all__ = ["TONE_COLOURS", "Mark", "ChartPoint", "sparkline", "history_chart"]
+from kscperf.style import PALETTE
 
-# Colours by tone; the dashboard's stylesheet uses the same ones.
-TONE_COLOURS = {"bad": "#c62828", "good": "#2e7d32", "warn": "#ef6c00", "muted": "#9e9e9e",
-                "neutral": "#1565c0", "env": "#6a1b9a"}
+__all__ = ["TONE_COLOURS", "plottable", "Mark", "ChartPoint", "sparkline", "history_chart"]
+
+# Colours by tone: `style.PALETTE`, which the stylesheets use too.
+TONE_COLOURS: dict[str, str] = {str(tone): colour for tone, colour in PALETTE.items()}
+
+
+# Beyond this magnitude a chart's scale (the range of its values, padded) overflows a float:
+# such a value (a broken clock, a corrupt file) is left out of the line, not drawn as "nan".
+_PLOTTABLE_LIMIT = 1e300
+
+
+def plottable(value: float | None) -> float | None:
+    """`value` when a chart can draw it, else None (a gap in the line)."""
+    if value is None or not math.isfinite(value) or abs(value) > _PLOTTABLE_LIMIT:
+        return None
+    return value
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,15 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from kscperf.errors import STATUS_SEVERITY, CellStatus
+from kscperf.errors import STATUS_SEVERITY, CellStatus, KscperfError, recorded_status
 from kscperf.names import cell_name
 
 __all__ = [
     "TimingProfile",
     "PROFILES",
+    "ISOLATIONS",
+    "COMPILE_CACHES",
+    "WorkerSettings",
     "CellSpec",
     "CheckResult",
     "ConfigResult",
@@ -47,9 +50,51 @@ PROFILES: dict[str, TimingProfile] = {
 }
 
 
-@dataclass(frozen=True)
-class CellSpec:
-    """One worker process's instructions: one model, tool and task, all of its configs.
+ISOLATIONS = ("fork", "spawn")
+COMPILE_CACHES = ("warm", "cold")
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerSettings:
+    """The settings of one run that reach every worker alike, each declared once here with
+    its default: `RunConfig` (what a run is asked), the scheduler's `RunOptions` and
+    `CellSpec` (what one worker is told) extend it, and the CLI's options and the API's
+    keywords take their defaults from it.
+
+    `isolation` (fork from the preloaded server, or spawn), `timeout_s` and
+    `max_rss_bytes` are the launcher's to enforce; a spec records the ones its worker ran
+    under. Invalid choices raise KscperfError when the settings are made.
+    """
+
+    seed: int = 0
+    check_only: bool = False
+    tool_plugins: tuple[str, ...] = ()
+    compile_cache: str = "warm"
+    jacobian_max_elements: int = 1_000_000
+    affinity: tuple[int, ...] = ()
+    isolation: str = "fork"
+    timeout_s: float | None = 600.0
+    max_rss_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        for name, value, allowed in (("isolation", self.isolation, ISOLATIONS),
+                                     ("compile_cache", self.compile_cache, COMPILE_CACHES)):
+            if value not in allowed:
+                raise KscperfError(f"{name} {value!r} is not one of {', '.join(allowed)}.")
+
+    def worker_settings(self) -> dict[str, Any]:
+        """This record's `WorkerSettings` fields by name, to pass on to the next record."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(WorkerSettings)}
+
+
+_FAST = PROFILES["fast"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class CellSpec(WorkerSettings):
+    """One worker process's instructions: one model, tool and task, all of its configs,
+    and the run's `WorkerSettings`. `values`, `warmups` and `min_time` default to the fast
+    profile's.
 
     `loops` maps config names to a loop count already calibrated by an earlier process of
     the same cell (pyperf calibrates once and reuses it); configs missing from it are
@@ -67,16 +112,10 @@ class CellSpec:
     task: str
     module_path: str
     process_index: int = 0
-    seed: int = 0
-    values: int = 5
-    warmups: int = 1
-    min_time: float = 0.01
+    values: int = _FAST.values
+    warmups: int = _FAST.warmups
+    min_time: float = _FAST.min_time
     loops: tuple[tuple[str, int], ...] = ()
-    check_only: bool = False
-    tool_plugins: tuple[str, ...] = ()
-    jacobian_max_elements: int = 1_000_000
-    compile_cache: str = "warm"
-    affinity: tuple[int, ...] = ()
     turns: tuple[str, ...] = ()
     turn_wait_s: float | None = None
 
@@ -157,7 +196,7 @@ class ConfigResult:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ConfigResult:
         d = dict(d)
-        d["status"] = CellStatus(d["status"])
+        d["status"] = recorded_status(d["status"])
         d["values"] = tuple(float(v) for v in d.get("values", ()))
         d["warmups"] = tuple((int(n), float(v)) for n, v in d.get("warmups", ()))
         d["cuda_event_values"] = tuple(float(v) for v in d.get("cuda_event_values", ()))
@@ -241,7 +280,7 @@ class CellResult:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CellResult:
         d = dict(d)
-        d["status"] = CellStatus(d["status"])
+        d["status"] = recorded_status(d["status"])
         d["configs"] = tuple(ConfigResult.from_dict(c) for c in d.get("configs", ()))
         d["metadata"] = dict(d.get("metadata") or {})
         d["canary"] = tuple(CanaryProbe.from_dict(p) for p in d.get("canary", ()))

@@ -41,6 +41,7 @@ __all__ = [
     "min_detectable_effect_of_runs",
     "geometric_mean",
     "geometric_mean_interval",
+    "NEUTRAL_CHANGE",
 ]
 
 # Two-sided significance level of every test, 1 - confidence of every interval, and the
@@ -50,6 +51,10 @@ ALPHA = 0.05
 # A ratio NEW/BASE within [1/(1 + e), 1 + e] is never called a change. Symmetric in log
 # space: 5 % slower is a ratio of 1.05, 5 % faster (a speedup of 1.05) is 1/1.05.
 DEFAULT_MIN_EFFECT = 0.05
+
+# A summary's move between two builds smaller than this (1 %) is shown as neither better
+# nor worse: the dashboard's front page, which has no test behind its geomeans.
+NEUTRAL_CHANGE = 0.01
 
 # The power at which `min_detectable_effect` is stated (the conventional 80 %).
 DEFAULT_POWER = 0.8

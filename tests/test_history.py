@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import synthetic
-from kscperf import api, history
+from kscperf import api, confirm, history
 from kscperf.errors import CellStatus, KscperfError
 from runner_testing import cli, explain, run_benchmarks_command, single_error_line
 
@@ -163,9 +163,9 @@ def test_series_hold_per_process_medians_statuses_and_missing_builds(tmp_path: P
     assert all(len(p.samples) == 5 for p in compiled.points)  # one median per process
     assert compiled.points[0].min_detectable is not None
     gone = by_name["vrelu3/pt/fwd/16384", "time"]
-    assert [p.status for p in gone.points] == ["ok", "ok", "missing"]
+    assert [p.status for p in gone.points] == ["ok", "ok", "not run"]
     assert gone.points[2].samples == ()
-    assert {k for _, k in by_name} == {"time", "prep", "memory", "compile"}
+    assert {k for _, k in by_name} == {"time", "prep", "peak_rss", "compile"}
 
 
 # --------------------------------------------------------------------------------------
@@ -373,7 +373,7 @@ def test_the_bisect_recipe_blames_only_a_regression_and_names_files_absolutely(
     monkeypatch.chdir(tmp_path)
     changes = api.history_changes("store")  # a relative store path
     slower = next(c for c in changes if c.kind == "slower")
-    commands = history.confirm_commands(slower)
+    commands = confirm.confirm_commands(slower)
     assert str(tmp_path / "store" / history.BUILDS_DIR) in commands.compare
     recipe = commands.bisect
     assert recipe.startswith("git bisect start 0005cccccccc 0004cccccccc && git bisect run sh -c ")

@@ -16,12 +16,8 @@ import pytest
 from kscperf import names, results
 from kscperf.fileio import check_writable
 from kscperf.errors import CellStatus, KscperfError
-from kscperf.results import (
-    CellSummary,
-    load_results,
-    merge_results,
-    write_results,
-)
+from kscperf.merge import merge_results
+from kscperf.results import CellSummary, load_results, write_results
 from kscperf.spec import CellResult, CheckResult, ConfigResult
 
 HOST = {"hostname": "perf1", "cpu_model_name": "Test CPU", "cpu_count": 2,

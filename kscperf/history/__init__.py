@@ -1,0 +1,21 @@
+"""The history: a store of results files in build order (`store`), the series it keeps per
+benchmark and kind (`series`), and the changes found over them (`changes`). See
+docs/dashboard.md. The names most callers need are re-exported here.
+"""
+
+from __future__ import annotations
+
+from kscperf.history.changes import (
+    MACHINE_SPEED_DETAIL, HistoryChange, HistoryCheck, build_points, check_newest, find_changes)
+from kscperf.history.series import (
+    SERIES_KINDS, Series, SeriesKey, SeriesPoint, StoredBuild, environment_of, machine_class_of)
+from kscperf.history.store import (
+    BUILDS_DIR, INDEX_NAME, MACHINE_SUFFIX, HistoryStore, open_store, rebuild_index,
+    remove_empty_store)
+
+__all__ = [
+    "INDEX_NAME", "BUILDS_DIR", "MACHINE_SUFFIX", "SERIES_KINDS", "MACHINE_SPEED_DETAIL",
+    "StoredBuild", "SeriesKey", "SeriesPoint", "Series", "HistoryChange", "HistoryCheck",
+    "HistoryStore", "open_store", "rebuild_index", "remove_empty_store", "machine_class_of",
+    "environment_of", "build_points", "find_changes", "check_newest",
+]

@@ -1,0 +1,256 @@
+"""The change policy over a store: change points per series (`kscperf.changepoints`), the
+false discovery rate across all of them, environment and machine-speed events, and
+`history check`. A change of environment splits a series and is an event of its own; a
+change of the machine's speed is an event and withholds only the steps it could explain.
+Nothing here prints or renders.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from kscperf import machine, stats
+from kscperf.errors import CellStatus
+from kscperf.history.series import Series, SeriesKey, StoredBuild
+from kscperf.history.store import HistoryStore
+from kscperf.names import Kind
+from kscperf.verdicts import REGRESSION_VERDICTS, Direction, status_verdict
+
+__all__ = ["MACHINE_SPEED_DETAIL", "ChangeKind", "HistoryChange", "build_points",
+           "find_changes", "HistoryCheck", "check_newest"]
+
+
+class ChangeKind(enum.StrEnum):
+    """What kind of change a history change is."""
+
+    SLOWER = "slower"
+    FASTER = "faster"
+    ENVIRONMENT = "environment"
+    STATUS = "status"
+
+# The detail of the environment event between consecutive builds whose canaries say the
+# machine changed speed (`machine.ShiftState` CHANGED, as `compare` decides it), or of a
+# step such a change could explain. The machine's speed never splits a series.
+MACHINE_SPEED_DETAIL = "machine speed"
+
+
+@dataclass(frozen=True)
+class HistoryChange:
+    """A change found in one series: `change` is the `kscperf.changepoints.Change`, whose
+    `before`/`after` index the series' points; `before` and `after` are those builds, with
+    the series' status in each. `detail` says what changed for an environment event (the
+    metadata that differ between the two builds, or "machine speed")."""
+
+    key: SeriesKey
+    change: Any
+    before: StoredBuild
+    after: StoredBuild
+    before_status: CellStatus
+    after_status: CellStatus
+    detail: str = ""
+
+    @property
+    def kind(self) -> ChangeKind:
+        """`slower`, `faster`, `environment` or `status`."""
+        return ChangeKind(self.change.kind)
+
+    @property
+    def is_regression(self) -> bool:
+        """Slower, or a status change that `compare` would call a regression
+        (`verdicts.status_verdict`: failing now, incorrect now)."""
+        if self.kind is ChangeKind.SLOWER:
+            return True
+        return self.kind is ChangeKind.STATUS and status_verdict(
+            self.before_status, self.after_status) in REGRESSION_VERDICTS
+
+
+def _speed_shifts(builds: Sequence[StoredBuild]) -> set[tuple[int, int]]:
+    """(before id, after id) of every pair of consecutive builds of one class, both with
+    canary scores, whose machines differ as `compare` would say "machine changed"."""
+    shifts: set[tuple[int, int]] = set()
+    for before, after in zip(builds, builds[1:]):
+        if before.machine_scores and after.machine_scores and machine.compare_canary_scores(
+                before.machine_scores, after.machine_scores).shifted:
+            shifts.add((before.id, after.id))
+    return shifts
+
+
+def _environment_marks(builds: Sequence[StoredBuild]) -> dict[int, tuple[str, str]]:
+    """Per build id of one class: (environment fingerprint; the environment as text, only
+    the keys that vary in the class). The machine's speed is not part of it: a slower or
+    faster machine must not split a series, or a regression that came with it would be
+    hidden (see `_machine_explained`)."""
+    varying = sorted({k for b in builds for k in b.environment
+                      if len({c.environment.get(k) for c in builds}) > 1})
+    marks: dict[int, tuple[str, str]] = {}
+    for b in builds:
+        fingerprint = json.dumps(b.environment, sort_keys=True)
+        text = ", ".join(f"{k} {b.environment.get(k, '-')}" for k in varying)
+        marks[b.id] = (hashlib.sha1(fingerprint.encode()).hexdigest()[:12], text)
+    return marks
+
+
+def _environment_difference(before: StoredBuild, after: StoredBuild) -> str:
+    """What differs between the environments of two builds, for people."""
+    keys = sorted(set(before.environment) | set(after.environment))
+    changed = [f"{k} {before.environment.get(k, '-')} -> {after.environment.get(k, '-')}"
+               for k in keys if before.environment.get(k) != after.environment.get(k)]
+    return "; ".join(changed)
+
+
+def build_points(series: Series, marks: dict[int, tuple[str, str]]) -> list[Any]:
+    """The `changepoints.BuildPoint`s of one series, with environment marks."""
+    from kscperf.changepoints import BuildPoint
+
+    return [BuildPoint(samples=p.samples, status=p.status, environment=marks[p.build.id][0],
+                       environment_detail=marks[p.build.id][1], min_detectable=p.min_detectable)
+            for p in series.points]
+
+
+def find_changes(store: HistoryStore, *, min_effect: float = stats.DEFAULT_MIN_EFFECT,
+                 series: Sequence[Series] | None = None,
+                 per_series_environment: bool = False) -> list[HistoryChange]:
+    """Every change of every series of the store (or of `series`), found by
+    `changepoints.detect_series` with the false discovery rate controlled across all of
+    them; in order: machine class, then the build where it happened (newest first),
+    regressions first. An environment change is one entry per machine class and pair of
+    builds, whose key names every series it touched ("all N series", kind "*"), unless
+    `per_series_environment` (one per series, to mark each timeline).
+
+    The machine's speed never splits a series. Consecutive builds whose canaries say the
+    machine changed speed are an environment event with detail `MACHINE_SPEED_DETAIL`; and a
+    slower or faster step of run, compile or prep time that a change of the machine's speed
+    between its two builds could explain (`compare.machine_could_explain`, as `compare`
+    judges a row) is not listed as a step: the machine-speed event of that pair of builds
+    is listed instead, so no build is blamed for the machine."""
+    from kscperf import changepoints
+
+    all_series = list(series) if series is not None else list(store.series())
+    marks: dict[int, tuple[str, str]] = {}
+    shifts: dict[str, set[tuple[int, int]]] = {}
+    for cls in {s.key.machine_class for s in all_series}:
+        class_builds = store.builds(cls)
+        marks.update(_environment_marks(class_builds))
+        shifts[cls] = _speed_shifts(class_builds)
+    found = {i: changepoints.detect_series(build_points(s, marks), min_effect=min_effect)
+             for i, s in enumerate(all_series)}
+    kept = changepoints.control_fdr(found)
+    out: list[HistoryChange] = []
+    for i, changes in kept.items():
+        s = all_series[i]
+        out.extend(_series_changes(s, changes, shifts[s.key.machine_class], min_effect))
+    if not per_series_environment:
+        out = _one_environment_entry(out)
+    out.sort(key=lambda c: (c.key.machine_class, -c.after.position, not c.is_regression,
+                            c.kind, c.key.benchmark, c.key.kind))
+    return out
+
+
+
+def _series_changes(s: Series, changes: Sequence[Any], shifts: set[tuple[int, int]],
+                    min_effect: float) -> list[HistoryChange]:
+    """The `HistoryChange`s of one series from its kept `changepoints.Change`s and the
+    machine-speed shifts of its class (pairs of build ids)."""
+    from kscperf import changepoints
+
+    speed_pairs = {(i - 1, i) for i in range(1, len(s.points))
+                   if (s.points[i - 1].build.id, s.points[i].build.id) in shifts}
+    out: list[HistoryChange] = []
+    for ch in changes:
+        if _machine_explained(s, ch, min_effect):
+            speed_pairs.add((ch.before, ch.after))
+            continue
+        # A compile, prep or memory value comes and goes with the run (an eager tool's
+        # compile time is only recorded when its first call was measurably slow): its gaps
+        # are not status changes; the run-time series of the config reports what happened.
+        if ch.kind == ChangeKind.STATUS and s.key.kind is not Kind.TIME and CellStatus.NOT_RUN in (
+                s.points[ch.before].status, s.points[ch.after].status):
+            continue
+        speed = ch.kind == "environment" and (ch.before, ch.after) in speed_pairs
+        if speed:
+            speed_pairs.discard((ch.before, ch.after))
+        out.append(_history_change(s, ch, speed))
+    for before, after in sorted(speed_pairs):
+        event = changepoints.Change("environment", before, after, None, None, None, None,
+                                    MACHINE_SPEED_DETAIL)
+        out.append(_history_change(s, event, True))
+    return out
+
+
+def _machine_explained(s: Series, ch: Any, min_effect: float) -> bool:
+    """Whether a change of the machine's speed between the two builds of step `ch` could
+    explain it, as `compare` decides for a row: then it is the machine's, not the build's."""
+    from kscperf import compare
+
+    if not ch.is_step or s.key.kind is None or not s.key.kind.is_timed or ch.low is None \
+            or ch.high is None:
+        return False
+    before = s.points[ch.before].build.machine_scores
+    after = s.points[ch.after].build.machine_scores
+    if not before or not after:
+        return False
+    shift = machine.compare_canary_scores(before, after)
+    direction = Direction.SLOWER if ch.kind == ChangeKind.SLOWER else Direction.FASTER
+    threshold = ch.min_effect if ch.min_effect is not None else min_effect
+    return shift.could_have_shifted and compare.machine_could_explain(
+        ch.low, ch.high, direction, shift, threshold)
+
+
+def _one_environment_entry(changes: list[HistoryChange]) -> list[HistoryChange]:
+    """`changes` with the environment events of one class and pair of builds merged."""
+    merged: dict[tuple[str, int, int], list[HistoryChange]] = {}
+    rest = []
+    for c in changes:
+        if c.kind == "environment":
+            merged.setdefault((c.key.machine_class, c.before.id, c.after.id), []).append(c)
+        else:
+            rest.append(c)
+    for (cls, _, _), events in merged.items():
+        key = SeriesKey(cls, None, f"all {len(events)} series", "*", "*", "*", "*")
+        rest.append(dataclasses.replace(events[0], key=key))
+    return rest
+
+
+def _history_change(s: Series, ch: Any, machine_speed: bool = False) -> HistoryChange:
+    before, after = s.points[ch.before], s.points[ch.after]
+    detail = ""
+    if ch.kind == "environment":
+        parts = [_environment_difference(before.build, after.build)]
+        parts += [MACHINE_SPEED_DETAIL] if machine_speed else []
+        detail = "; ".join(p for p in parts if p)
+    return HistoryChange(s.key, ch, before.build, after.build, before.status, after.status,
+                         detail)
+
+
+@dataclass(frozen=True)
+class HistoryCheck:
+    """What `history check` found: the newest build of each machine class, every change, and
+    the regressions the newest builds opened (the check fails when there are any)."""
+
+    newest: tuple[StoredBuild, ...]
+    changes: tuple[HistoryChange, ...]
+    opened: tuple[HistoryChange, ...]
+
+    @property
+    def failed(self) -> bool:
+        """Whether the newest build of any machine class opened a regression."""
+        return bool(self.opened)
+
+
+def check_newest(store: HistoryStore, *,
+                 min_effect: float = stats.DEFAULT_MIN_EFFECT) -> HistoryCheck:
+    """The changes of the store, and the regressions whose first build after the change is
+    the newest build of its machine class."""
+    builds = store.builds()
+    newest: dict[str, StoredBuild] = {}
+    for b in builds:
+        newest[b.machine_class] = b  # builds() is oldest first within a class
+    changes = find_changes(store, min_effect=min_effect)
+    opened = [c for c in changes if c.is_regression and c.after.id == newest[
+        c.key.machine_class].id]
+    return HistoryCheck(tuple(newest.values()), tuple(changes), tuple(opened))

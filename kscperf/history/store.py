@@ -1,0 +1,531 @@
+"""The history store: a folder of results files kept in build order, and its SQLite index.
+
+    STORE/
+      builds/<label>-<sha256 prefix>.json   copies of the results files added (the truth)
+      index.sqlite                          what queries need, rebuilt from builds/ at will
+
+The results files stay the source of truth: `rebuild_index` recreates the index from them
+alone, and an incremental `add_builds` leaves exactly the index a rebuild would make. This
+module is the only writer of a store; it reads results files only through
+`results.load_results`.
+
+Builds are kept in order per machine class: by the committer date of the code under test
+(`git_commit_date`, recorded by `run-benchmarks`) when the file carries one, else by the
+date of the run; builds of one commit by run date; then by label.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import math
+import os
+import re
+import sqlite3
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator, Sequence
+
+from kscperf.errors import CellStatus, KscperfError
+from kscperf.fileio import write_bytes_atomic, write_text_atomic
+from kscperf.history.series import (
+    SERIES_KINDS, Series, SeriesKey, SeriesPoint, StoredBuild, assemble_series, detectable_effect,
+    environment_of, floats_json, machine_class_of, machine_scores_of, point_rows,
+    summarize_samples)
+from kscperf.names import Kind
+from kscperf.results import LoadedResults, load_results
+
+__all__ = ["INDEX_NAME", "BUILDS_DIR", "MACHINE_SUFFIX", "HistoryStore", "open_store",
+           "rebuild_index", "remove_empty_store"]
+
+INDEX_NAME = "index.sqlite"
+BUILDS_DIR = "builds"
+# Bumped whenever the index's tables change; an index of another version is rebuilt.
+_SCHEMA_VERSION = 5
+
+# Beside a store's copy of a file added with --machine CLASS: that class.
+MACHINE_SUFFIX = ".machine"
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE builds (
+    id INTEGER PRIMARY KEY,
+    file TEXT NOT NULL UNIQUE,          -- relative to the store
+    sha256 TEXT NOT NULL UNIQUE,
+    label TEXT NOT NULL,
+    machine_class TEXT NOT NULL,
+    git_commit TEXT NOT NULL,
+    git_dirty INTEGER NOT NULL,
+    commit_date TEXT NOT NULL,
+    run_date TEXT NOT NULL,
+    order_key TEXT NOT NULL,
+    environment TEXT NOT NULL,          -- JSON object of _ENVIRONMENT_KEYS
+    machine_scores TEXT,                -- JSON list: _machine_scores(); NULL when unknown
+    UNIQUE (machine_class, label)
+);
+CREATE TABLE series (
+    id INTEGER PRIMARY KEY,
+    machine_class TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    benchmark TEXT NOT NULL,
+    model TEXT NOT NULL, tool TEXT NOT NULL, task TEXT NOT NULL, config TEXT NOT NULL,
+    UNIQUE (machine_class, kind, benchmark)
+);
+CREATE TABLE points (
+    series_id INTEGER NOT NULL REFERENCES series(id),
+    build_id INTEGER NOT NULL REFERENCES builds(id),
+    status TEXT NOT NULL,
+    samples TEXT NOT NULL,              -- JSON list: per-process medians (or values)
+    median REAL,                        -- the central value, samples.central_value
+    spread REAL,
+    speedup REAL,                       -- over pt, samples.speedup_over_reference
+    fate INTEGER NOT NULL,              -- 1: a cell's fate, standing for configs not reached
+    odd INTEGER NOT NULL,               -- processes timed in another machine state
+    detectable_se REAL,                 -- stats.detectable_spread_of_runs of the samples
+    detectable_df REAL,
+    PRIMARY KEY (series_id, build_id)
+) WITHOUT ROWID;
+"""
+
+
+def _real(value: float) -> float | None:
+    # SQLite keeps NaN as NULL; say so explicitly.
+    return value if math.isfinite(value) else None
+
+
+def _float(value: float | None) -> float:
+    return value if value is not None else math.nan
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    """A results file checked and ready to enter the store."""
+
+    source: str
+    loaded: LoadedResults
+    sha256: str
+    raw: bytes
+    machine_class: str
+
+
+def _order_key(commit_date: str, run_date: str, label: str) -> str:
+    # ISO dates sort as text once normalised to UTC; a file without a commit date is placed
+    # by its run date.
+    return f"{_utc(commit_date or run_date)}|{_utc(run_date)}|{label}"
+
+
+def _utc(text: str) -> str:
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        return text
+    if moment.tzinfo is None:
+        return moment.isoformat()  # a naive time is the machine's local time, kept as is
+    return moment.astimezone(datetime.timezone.utc).replace(tzinfo=None).isoformat()
+
+
+def _stored_name(label: str, sha256: str) -> str:
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", label).strip(".")[:60] or "build"
+    return f"{safe}-{sha256[:12]}.json"
+
+
+class HistoryStore:
+    """A store folder: the results files under `builds/` and the index. Open it with
+    `open_store`; every change happens in one SQLite transaction, so a failed add leaves
+    the store as it was."""
+
+    def __init__(self, root: str, connection: sqlite3.Connection) -> None:
+        self.root = root
+        self._db = connection
+
+    def close(self) -> None:
+        """Close the index."""
+        self._db.close()
+
+    def __enter__(self) -> HistoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- writing -----------------------------------------------------------------------
+
+    def _check_candidate(self, path: str, machine: str | None, allow_incomplete: bool,
+                         seen: dict[str, str], labels: dict[tuple[str, str], str]) -> _Candidate:
+        loaded = load_results(path)
+        if not loaded.has_kscperf:
+            raise KscperfError(f"{path} is a plain pyperf file, not a kscperf results file; "
+                               "the store keeps files written by run-benchmarks.")
+        if not loaded.complete and not allow_incomplete:
+            raise KscperfError(f"{path} is incomplete (an interrupted run or a partial merge); "
+                               f"finish it with run-benchmarks --resume {path}, or pass "
+                               "--allow-incomplete.")
+        with open(path, "rb") as fp:
+            raw = fp.read()
+        sha = hashlib.sha256(raw).hexdigest()
+        if sha in seen:
+            if not seen[sha].startswith(f"{BUILDS_DIR}/"):  # another file of this add
+                raise KscperfError(f"{path} is given twice (the same bytes as {seen[sha]}); "
+                                   "give each file once.")
+            raise KscperfError(f"{path} is already in the store (as {seen[sha]}).")
+        machine_class = machine_class_of(loaded, machine)
+        key = (machine_class, loaded.build)
+        if key in labels:
+            raise KscperfError(f"{path} is build {loaded.build!r} of machine class "
+                               f"{machine_class!r}, which the store already holds "
+                               f"({labels[key]}); label each run apart (run-benchmarks "
+                               "--build LABEL).")
+        seen[sha] = path
+        labels[key] = path
+        return _Candidate(path, loaded, sha, raw, machine_class)
+
+    def add_builds(self, paths: Sequence[str], *, machine: str | None = None,
+                   allow_incomplete: bool = False) -> list[StoredBuild]:
+        """Add the results files `paths` to the store, all or none: each is copied under
+        `builds/` and indexed in one transaction. Raises KscperfError naming the file, and
+        changes nothing, for a file that is unreadable, not a results file, a plain pyperf
+        file, incomplete (unless `allow_incomplete`), given twice, already in the store, or
+        a build label the store holds for its machine class. `machine` overrides the
+        machine class (default: the host). Concurrent adds to one store wait for each other
+        (the index's write lock is held from the first read of what the store holds); a
+        copy gets its final name only once the index has committed, so an add killed
+        half-way leaves no file a rebuild would read. Returns the builds added."""
+        self._begin_writing()
+        pending: list[tuple[str, str]] = []  # (temporary name, final name)
+        ids: list[int] = []
+        try:
+            seen = {sha: f for sha, f in self._db.execute("SELECT sha256, file FROM builds")}
+            labels = {(m, lab): f for m, lab, f in
+                      self._db.execute("SELECT machine_class, label, file FROM builds")}
+            given: dict[str, str] = {}
+            # One file at a time, in one transaction: a refusal rolls back the rows and the
+            # copies made so far, and memory holds one results file, not all of them.
+            for path in paths:
+                _refuse_given_twice(path, given)
+                c = self._check_candidate(path, machine, allow_incomplete, seen, labels)
+                stored = _stored_name(c.loaded.build, c.sha256)
+                ids.append(self._insert_or_refuse(c, stored, path))
+                target = os.path.join(self.root, BUILDS_DIR, stored)
+                if machine:
+                    pending.append((_pending_name(target + MACHINE_SUFFIX),
+                                    target + MACHINE_SUFFIX))
+                    write_text_atomic(pending[-1][0], machine + "\n",
+                                      "the store's machine class")
+                pending.append((_pending_name(target), target))
+                write_bytes_atomic(pending[-1][0], c.raw, "the store's copy")
+            self._commit(paths)
+        except BaseException:
+            self._db.rollback()
+            for temporary, _ in pending:
+                _remove_quietly(temporary)
+            raise
+        for temporary, final in pending:
+            try:
+                os.replace(temporary, final)
+            except OSError as exc:
+                raise KscperfError(f"cannot name the store's copy {final}: "
+                                   f"{exc.strerror or exc}; run-benchmarks history rebuild "
+                                   f"--store {self.root} indexes the files it holds.") from None
+        return [b for b in self.builds() if b.id in ids]
+
+    def _begin_writing(self) -> None:
+        """Take the index's write lock now, so what the store holds cannot change between
+        reading it and adding to it."""
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise KscperfError(f"cannot add to the store {self.root}: its index is busy or "
+                               f"unwritable ({exc}); try again when the other add is "
+                               "done.") from None
+
+    def _commit(self, paths: Sequence[str]) -> None:
+        try:
+            self._db.commit()
+        except sqlite3.Error as exc:
+            raise KscperfError(f"cannot add {', '.join(paths)} to the store {self.root}: "
+                               f"{exc}.") from None
+
+    def _insert_or_refuse(self, c: _Candidate, stored: str, path: str) -> int:
+        """`_insert`, with the index's own refusals as one sentence naming the file."""
+        try:
+            return self._insert(c, stored)
+        except sqlite3.IntegrityError:
+            raise KscperfError(f"{path} is already in the store {self.root} (the same file "
+                               "or build label was added meanwhile).") from None
+        except sqlite3.OperationalError as exc:
+            raise KscperfError(f"cannot add {path} to the store {self.root}: {exc}.") \
+                from None
+
+    def _insert(self, c: _Candidate, stored: str) -> int:
+        md = c.loaded.metadata
+        commit_date, run_date = str(md.get("git_commit_date") or ""), str(md.get("date") or "")
+        scores = machine_scores_of(c.loaded)
+        cursor = self._db.execute(
+            "INSERT INTO builds (file, sha256, label, machine_class, git_commit, git_dirty, "
+            "commit_date, run_date, order_key, environment, machine_scores) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            (f"{BUILDS_DIR}/{stored}", c.sha256, c.loaded.build, c.machine_class,
+             str(md.get("git_commit") or ""), int(bool(md.get("git_dirty"))), commit_date,
+             run_date, _order_key(commit_date, run_date, c.loaded.build),
+             json.dumps(environment_of(c.loaded), sort_keys=True),
+             None if scores is None else floats_json(scores)))
+        build_id = int(cursor.lastrowid or 0)
+        series_ids = {(k, b): i for i, k, b in self._db.execute(
+            "SELECT id, kind, benchmark FROM series WHERE machine_class = ?", (c.machine_class,))}
+        points = []
+        for row in point_rows(c.loaded):
+            series_id = series_ids.get((row.kind, row.benchmark))
+            if series_id is None:
+                series_id = int(self._db.execute(
+                    "INSERT INTO series (machine_class, kind, benchmark, model, tool, task, "
+                    "config) VALUES (?,?,?,?,?,?,?)",
+                    (c.machine_class, row.kind, row.benchmark, row.model, row.tool, row.task,
+                     row.config)).lastrowid or 0)
+                series_ids[(row.kind, row.benchmark)] = series_id
+            _, spread, se, df = summarize_samples(row.samples)
+            points.append((series_id, build_id, row.status.value, floats_json(row.samples),
+                           _real(row.central), spread, _real(row.speedup), int(row.fate),
+                           row.odd_processes, se, df))
+        self._db.executemany(
+            "INSERT INTO points (series_id, build_id, status, samples, median, spread, speedup, "
+            "fate, odd, detectable_se, detectable_df) VALUES (?,?,?,?,?,?,?,?,?,?,?)", points)
+        return build_id
+
+    def _index_files(self) -> None:
+        """Index every results file under `builds/` (for `rebuild_index`), refusing two
+        files of one build with one sentence naming both."""
+        builds_dir = os.path.join(self.root, BUILDS_DIR)
+        names = sorted(n for n in os.listdir(builds_dir) if n.endswith(".json"))
+        by_sha: dict[str, str] = {}
+        by_label: dict[tuple[str, str], str] = {}
+        for name in names:
+            path = os.path.join(builds_dir, name)
+            loaded = load_results(path)
+            with open(path, "rb") as fp:
+                sha = hashlib.sha256(fp.read()).hexdigest()
+            machine_class = machine_class_of(loaded, _given_class(path))
+            label_key = (machine_class, loaded.build)
+            twin = by_sha.get(sha) or by_label.get(label_key)
+            if twin is not None:
+                raise KscperfError(
+                    f"{twin} and {path} are the same build (identical files, or build "
+                    f"{loaded.build!r} of machine class {machine_class!r} twice); remove one "
+                    "of them from the store and rebuild its index.")
+            by_sha[sha], by_label[label_key] = path, path
+            self._insert(_Candidate(path, loaded, sha, b"", machine_class), name)
+
+    # ---- reading -----------------------------------------------------------------------
+
+    def builds(self, machine_class: str | None = None) -> list[StoredBuild]:
+        """The builds, oldest first within each machine class (classes in name order)."""
+        query = ("SELECT id, label, file, machine_class, git_commit, git_dirty, commit_date, "
+                 "run_date, environment, machine_scores FROM builds")
+        args: tuple[str, ...] = ()
+        if machine_class is not None:
+            query += " WHERE machine_class = ?"
+            args = (machine_class,)
+        rows = self._db.execute(query + " ORDER BY machine_class, order_key", args).fetchall()
+        out: list[StoredBuild] = []
+        position: dict[str, int] = {}
+        for (id_, label, file, cls, commit, dirty, cdate, rdate, env, scores) in rows:
+            out.append(StoredBuild(id_, label, os.path.join(self.root, file), cls, commit,
+                                   bool(dirty), cdate, rdate, json.loads(env),
+                                   None if scores is None else tuple(json.loads(scores)),
+                                   position.get(cls, 0)))
+            position[cls] = position.get(cls, 0) + 1
+        return out
+
+    def machine_classes(self) -> list[str]:
+        """The machine classes of the store, by name."""
+        return [r[0] for r in self._db.execute(
+            "SELECT DISTINCT machine_class FROM builds ORDER BY machine_class")]
+
+    def series(self, machine_class: str | None = None,
+               kinds: Iterable[str] | None = None) -> Iterator[Series]:
+        """Every series (of `machine_class`, of `kinds`), each over the builds of its class
+        from its first point on, builds absent from it shown as status NOT_RUN."""
+        builds = self.builds(machine_class)
+        by_class: dict[str, list[StoredBuild]] = {}
+        for b in builds:
+            by_class.setdefault(b.machine_class, []).append(b)
+        wanted = {Kind(k) for k in kinds} if kinds is not None else set(SERIES_KINDS)
+        for cls, class_builds in by_class.items():
+            by_id = {b.id: b for b in class_builds}
+            yield from self._class_series(cls, class_builds, by_id, wanted)
+
+    def _class_series(self, cls: str, class_builds: list[StoredBuild],
+                      by_id: dict[int, StoredBuild], wanted: set[Kind]) -> Iterator[Series]:
+        rows = self._db.execute(
+            "SELECT s.id, s.kind, s.benchmark, s.model, s.tool, s.task, s.config, p.build_id, "
+            "p.status, p.samples, p.median, p.spread, p.detectable_se, p.detectable_df, p.speedup, p.odd "
+            "FROM series s "
+            "JOIN points p ON p.series_id = s.id WHERE s.machine_class = ? ORDER BY s.id",
+            (cls,))
+        fates = self._cell_fates(cls)
+        current: int | None = None
+        key: SeriesKey | None = None
+        found: dict[int, SeriesPoint] = {}
+        for (sid, kind, bench, model, tool, task, config, bid, status, samples, median,
+             spread, se, df, speedup, odd) in rows:
+            if sid != current:
+                if key is not None and key.kind in wanted:
+                    yield assemble_series(key, found, class_builds, fates)
+                current, found = sid, {}
+                key = SeriesKey(cls, Kind(kind), bench, model, tool, task, config)
+            if kind in wanted:
+                found[bid] = SeriesPoint(by_id[bid], CellStatus(status),
+                                         tuple(json.loads(samples)), _float(median),
+                                         _float(spread), detectable_effect(se, df),
+                                         _float(speedup), int(odd))
+        if key is not None and key.kind in wanted:
+            yield assemble_series(key, found, class_builds, fates)
+
+    def _cell_fates(self, cls: str) -> dict[tuple[int, str, str, str], CellStatus]:
+        """(build id, model, tool, task) -> the status of a cell that ended badly before any
+        compile value (its compile point is marked `fate`)."""
+        return {(bid, model, tool, task): CellStatus(status)
+                for bid, model, tool, task, status in self._db.execute(
+                    "SELECT p.build_id, s.model, s.tool, s.task, p.status FROM series s "
+                    "JOIN points p ON p.series_id = s.id WHERE s.machine_class = ? AND "
+                    "p.fate = 1", (cls,))}
+
+    def index_dump(self) -> list[tuple[Any, ...]]:
+        """The index's content without its row ids, in a fixed order: what an incremental
+        add and a full rebuild must agree on."""
+        rows = self._db.execute(
+            "SELECT b.label, b.file, b.sha256, b.machine_class, b.git_commit, b.git_dirty, "
+            "b.commit_date, b.run_date, b.order_key, b.environment, b.machine_scores, s.kind, "
+            "s.benchmark, s.model, s.tool, s.task, s.config, p.status, p.samples, p.median, "
+            "p.spread, p.detectable_se, p.detectable_df FROM points p "
+            "JOIN builds b ON b.id = p.build_id "
+            "JOIN series s ON s.id = p.series_id").fetchall()
+        return sorted(rows, key=repr)
+
+
+def _refuse_given_twice(path: str, given: dict[str, str]) -> None:
+    """Raise KscperfError when `path` names a file already given in this add."""
+    try:
+        real = os.path.realpath(path)
+    except OSError:
+        return
+    if real in given:
+        raise KscperfError(f"{path} is given twice (also as {given[real]}); give each file "
+                           "once.")
+    given[real] = path
+
+
+def _pending_name(target: str) -> str:
+    # Not ending in .json: a rebuild never reads a copy whose add did not commit.
+    return f"{target}.adding-{os.getpid()}"
+
+
+def _remove_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+# Seconds a connection waits for another process's write lock before giving up: adds of
+# one store from several jobs queue rather than fail.
+_LOCK_TIMEOUT_S = 300.0
+
+
+def _connect(index: str) -> sqlite3.Connection:
+    db = sqlite3.connect(index, isolation_level="DEFERRED", timeout=_LOCK_TIMEOUT_S)
+    db.execute("PRAGMA foreign_keys = ON")
+    return db
+
+
+def _create_index(path: str) -> sqlite3.Connection:
+    db = _connect(path)
+    db.executescript(_SCHEMA)
+    db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(_SCHEMA_VERSION),))
+    db.commit()
+    return db
+
+
+def open_store(root: str, *, create: bool = False) -> HistoryStore:
+    """The store in folder `root`. With `create`, a missing store is made (an empty folder
+    or none); an index missing or of another version is rebuilt from the files. Raises
+    KscperfError for a folder that is not a store (unless `create` and it is empty)."""
+    index = os.path.join(root, INDEX_NAME)
+    builds_dir = os.path.join(root, BUILDS_DIR)
+    if not os.path.isdir(builds_dir):
+        if not create:
+            raise KscperfError(f"{root} is not a history store (no {BUILDS_DIR}/ folder); "
+                               "create one with run-benchmarks history add FILE --store "
+                               f"{root}.")
+        if os.path.exists(root) and (not os.path.isdir(root) or os.listdir(root)):
+            raise KscperfError(f"{root} exists and is not a history store; choose an empty "
+                               "or new folder for --store.")
+        try:
+            os.makedirs(builds_dir, exist_ok=True)
+        except OSError as exc:
+            raise KscperfError(f"cannot create the store {root}: {exc.strerror or exc}.") \
+                from None
+    if not os.path.exists(index) or _schema_version(index) != _SCHEMA_VERSION:
+        return rebuild_index(root)
+    return HistoryStore(root, _connect(index))
+
+
+def remove_empty_store(root: str) -> None:
+    """Remove the store `root` if it holds no build (only what `open_store(create=True)`
+    made: an empty `builds/` and an index); a store with any file of its own is left as
+    it is."""
+    builds_dir = os.path.join(root, BUILDS_DIR)
+    try:
+        if os.listdir(builds_dir):
+            return
+        os.rmdir(builds_dir)
+        for name in os.listdir(root):
+            if name == INDEX_NAME or name.startswith(INDEX_NAME + "-"):  # its journal too
+                os.unlink(os.path.join(root, name))
+        os.rmdir(root)
+    except OSError:
+        pass  # anything else there is not ours to remove
+
+
+def _schema_version(index: str) -> int | None:
+    try:
+        db = sqlite3.connect(f"file:{index}?mode=ro", uri=True)
+        try:
+            row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        finally:
+            db.close()
+        return int(row[0]) if row else None
+    except (sqlite3.Error, ValueError):
+        return None
+
+
+def rebuild_index(root: str) -> HistoryStore:
+    """Recreate the index of the store `root` from its results files alone, and return the
+    store. The new index replaces the old one atomically; a file that cannot be read, or
+    two files of one build (the same bytes, or one build label of one machine class),
+    raise KscperfError naming them, and the old index is kept."""
+    index = os.path.join(root, INDEX_NAME)
+    # Per process: two commands rebuilding one store at once must not share a scratch file.
+    fresh = f"{index}.rebuild-{os.getpid()}"
+    _remove_quietly(fresh)
+    db = _create_index(fresh)
+    store = HistoryStore(root, db)
+    try:
+        with db:
+            store._index_files()
+    except BaseException:
+        db.close()
+        _remove_quietly(fresh)
+        raise
+    db.close()
+    os.replace(fresh, index)
+    return HistoryStore(root, _connect(index))
+
+
+def _given_class(path: str) -> str | None:
+    """The machine class given with --machine when the file was added (kept beside the
+    byte-identical copy, so a rebuild finds it), or None."""
+    try:
+        with open(path + MACHINE_SUFFIX, encoding="utf-8") as fp:
+            return fp.read().strip() or None
+    except OSError:
+        return None
