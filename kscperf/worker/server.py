@@ -12,7 +12,7 @@ import json
 import os
 import sys
 import traceback
-from typing import Any
+from typing import Any, NoReturn
 
 from kscperf.envinfo import machine_info
 from kscperf.worker import canary
@@ -52,10 +52,11 @@ def _share_per_worker_setup() -> None:
     canary.prepare()
 
 
-def serve(preload_compilers: bool = True) -> int:
+def serve(preload_compilers: bool = True) -> NoReturn:
     """The fork server loop: one JSON request per stdin line ({"spec", "result", "log"});
     answers {"pid"} when the child starts and {"pid", "status", "maxrss_kb"} when it ends.
-    `preload_compilers` imports torch.compile's machinery too, for plans that use it."""
+    `preload_compilers` imports torch.compile's machinery too, for plans that use it. Exits
+    the process when stdin closes."""
     proto_in = os.dup(0)
     proto_out = os.dup(1)
     # Anything a library prints must not land in the protocol stream.
@@ -80,4 +81,8 @@ def serve(preload_compilers: bool = True) -> int:
         reply({"pid": pid})
         _, status, rusage = os.wait4(pid, 0)
         reply({"pid": pid, "status": status, "maxrss_kb": rusage.ru_maxrss})
-    return 0
+    # Stdin closed: the run is over. Nothing here needs cleaning up, and finalizing an
+    # interpreter that holds torch took 0.15-0.25 s of every run's wall time.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
