@@ -20,8 +20,9 @@
 #
 # It keeps RESULTS/last-nightly.json (the last build's file) and RESULTS/last-nightly.env (its
 # label and Python), and writes RESULTS/BUILD.json (this build's file), RESULTS/BUILD.html (the
-# report), from `ab` RESULTS/ab/BUILD/ with both builds' files of that night, the history store
-# RESULTS/history/ and the dashboard RESULTS/dashboard/index.html.
+# report), from `ab` RESULTS/ab/BUILD/ with both builds' files of that night (added to the
+# history store as a lockstep link), the history store RESULTS/history/ and the dashboard
+# RESULTS/dashboard/index.html.
 #
 # Exit status: 0 when every cell is ok and nothing regressed; 1 when a cell went bad or the
 # comparison found a regression (the files are written all the same); 2 for bad usage; else
@@ -67,7 +68,7 @@ if [ -f "$RESULTS/last-nightly.env" ]; then
     done < "$RESULTS/last-nightly.env"
 fi
 
-bad=no regressed=no
+bad=no regressed=no night=""
 if [ -n "$last_python" ] && [ "$last_build" != "$BUILD" ] \
         && "$last_python" -c 'import torch' >/dev/null 2>&1; then
     say "lockstep: $last_build ($last_python) against $BUILD ($NEW_PYTHON)"
@@ -124,9 +125,20 @@ mv "$RESULTS/last-nightly.json.new" "$RESULTS/last-nightly.json"
 printf 'build=%s\npython=%s\n' "$BUILD" "$NEW_PYTHON" > "$RESULTS/last-nightly.env"
 
 # The build joins the history store and the dashboard is rebuilt (docs/dashboard.md). A
-# change of the machine's speed between nights is marked there as an event, not a change
-# of any build.
-run-benchmarks history add "$out" --store "$RESULTS/history"
+# lockstep night adds its ab folder: the new build and its link from the last one (the
+# paired ratios, which the machine's own speed cannot move), the strongest evidence of a
+# change there is. A plain night adds the build's file; a change of the machine's speed
+# since the night before is then marked as an event, not a change of any build.
+to_add=$out
+if [ -n "${night:-}" ] && [ -f "$night/$BUILD.json" ]; then
+    to_add=$night
+fi
+if ! run-benchmarks history add "$to_add" --store "$RESULTS/history"; then
+    # A store that lacks the last build (new, or rebuilt elsewhere) takes this one alone.
+    [ "$to_add" = "$out" ] && exit 2
+    say "the store does not take the lockstep link: adding $out without it"
+    run-benchmarks history add "$out" --store "$RESULTS/history"
+fi
 run-benchmarks dashboard --store "$RESULTS/history" -o "$RESULTS/dashboard"
 
 if [ "$bad" = yes ]; then

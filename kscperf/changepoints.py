@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Hashable, Mapping, Sequence, TypeVar
 
 from kscperf import stats
+from kscperf.errors import CellStatus
 
 if TYPE_CHECKING:
     import numpy as np
@@ -39,7 +40,7 @@ __all__ = [
 ]
 
 # The status whose values give a series its level; other statuses are events, not levels.
-_OK = "ok"
+_OK = CellStatus.OK
 
 # Binary segmentation splits a stretch of builds while the split explains more than this many
 # times log(builds) of the build-to-build noise variance: Schwarz's log n per parameter

@@ -127,9 +127,14 @@ def _add_min_effect(p: argparse.ArgumentParser) -> None:
                    help="smallest relative change called faster/slower (default %(default)g)")
 
 
+def _add_format(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--format", choices=("table", "markdown", "json"), default="table",
+                   help="how to print it (default %(default)s)")
+
+
 def _add_comparison(p: argparse.ArgumentParser) -> None:
     _add_min_effect(p)
-    p.add_argument("--format", choices=("table", "markdown", "json"), default="table")
+    _add_format(p)
     p.add_argument("--fail-on-regression", action="store_true",
                    help="exit 1 when anything got significantly slower, incorrect or failing")
 
@@ -227,8 +232,9 @@ def _add_history(sub: Any) -> None:
         description="A history store keeps results files in build order with an SQLite "
                     "index; see docs/dashboard.md.")
     actions = hist.add_subparsers(dest="action", metavar="ACTION", required=True)
-    add = actions.add_parser("add", help="add results files to the store (all or none)")
-    add.add_argument("files", nargs="+", metavar="FILE")
+    add = actions.add_parser("add", help="add results files, or ab -o folders with their "
+                                         "lockstep links, to the store (all or none)")
+    add.add_argument("files", nargs="+", metavar="FILE|DIR")
     _add_store(add)
     add.add_argument("--machine", metavar="CLASS",
                      help="the machine class of these files (default: their host)")
@@ -243,7 +249,7 @@ def _add_history(sub: Any) -> None:
         _add_store(p)
         _add_min_effect(p)
         if name == "changes":
-            p.add_argument("--format", choices=("table", "markdown", "json"), default="table")
+            _add_format(p)
     dash = sub.add_parser("dashboard", help="write the static dashboard of a history store")
     _add_store(dash)
     dash.add_argument("-o", "--output", required=True, metavar="DIR",

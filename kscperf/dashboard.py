@@ -25,7 +25,7 @@ import hashlib
 import math
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Sequence
 
 from markupsafe import Markup
@@ -39,6 +39,7 @@ from kscperf.history import (
     StoredBuild,
     find_changes,
 )
+from kscperf import dashboard_timeline as timeline
 from kscperf.confirm import confirm_commands
 from kscperf.errors import CellStatus, KscperfError
 from kscperf.history.summary import GroupSummary, Trend, open_changes, summarize_groups
@@ -156,6 +157,7 @@ class IndexView:
     changes: list[ChangeView]
     environment: list[EnvironmentView]
     models: list[ModelRow]
+    not_run: list[str] = field(default_factory=list)  # per class, the tools never run
 
 
 @dataclass(frozen=True)
@@ -216,6 +218,7 @@ class SectionView:
     kinds: list[str]
     builds: list[BuildLine]
     table_note: str
+    timeline: timeline.TimelineView | None = None  # the chained lockstep links, if any
 
 
 @dataclass(frozen=True)
@@ -360,17 +363,9 @@ def _summary_row(g: GroupSummary) -> SummaryRow:
 # --------------------------------------------------------------------------------------
 
 def _environment_events(changes: Sequence[HistoryChange]) -> list[EnvironmentView]:
-    counted: dict[tuple[str, int, int, str], int] = {}
-    builds: dict[int, StoredBuild] = {}
-    for c in changes:
-        if c.kind == "environment":
-            key = (c.key.machine_class, c.before.id, c.after.id, c.detail)
-            counted[key] = counted.get(key, 0) + 1
-            builds[c.before.id], builds[c.after.id] = c.before, c.after
-    out = [EnvironmentView(_text(cls), _build_text(builds[b]), _build_text(builds[a]),
-                           _text(detail), n) for (cls, b, a, detail), n in counted.items()]
-    out.sort(key=lambda e: (e.machine_class, e.after))
-    return out
+    out = [EnvironmentView(_text(cls), _build_text(b), _build_text(a), _text(detail), n)
+           for cls, b, a, detail, n in timeline.environment_entries(changes)]
+    return sorted(out, key=lambda e: (e.machine_class, e.after))
 
 
 # --------------------------------------------------------------------------------------
@@ -458,7 +453,7 @@ def _pages_of_benchmarks(all_series: Sequence[Series],
     by_page: dict[str, dict[str, list[Series]]] = {}
     compiles: dict[tuple[str, str], Series] = {}
     for s in all_series:
-        if s.key.kind == "compile":
+        if s.key.kind is Kind.COMPILE:
             compiles[(s.key.machine_class, s.key.benchmark)] = s
         else:
             by_page.setdefault(s.key.benchmark, {}).setdefault(s.key.machine_class, []).append(s)
@@ -475,7 +470,7 @@ def _pages_of_benchmarks(all_series: Sequence[Series],
             shown = series + ([compile_series] if compile_series is not None else [])
             sections.append(_section(cls, shown, by_series, "../" + page))
             for s in series:
-                if s.key.kind == "time":
+                if s.key.kind is Kind.TIME:
                     models.setdefault(model, []).append(
                         _model_row(s, by_series.get(s.key, []), "../" + page))
         benchmarks[page] = BenchmarkView(_text(f"kscperf: {bench}"), "../", _text(bench),
@@ -491,7 +486,7 @@ def _model_index(all_series: Sequence[Series], open_changes: Sequence[HistoryCha
     tasks: dict[str, dict[str, None]] = {}
     count: dict[str, set[str]] = {}
     for s in all_series:
-        if s.key.kind != "time":
+        if s.key.kind is not Kind.TIME:
             continue
         tools.setdefault(s.key.model, {})[s.key.tool] = None
         tasks.setdefault(s.key.model, {})[s.key.task] = None
@@ -525,23 +520,30 @@ def build_views(store: HistoryStore, *, min_effect: float = stats.DEFAULT_MIN_EF
         count[cls] = len(mine)
         classes.append(ClassView(_text(cls), len(mine), _build_text(mine[0]),
                                  _build_text(mine[-1])))
-    summary = [_summary_row(g) for g in summarize_groups(all_series, count)]
+    groups = summarize_groups(all_series, count)
+    ran = timeline.tools_that_ran(groups)
+    summary = [_summary_row(g) for g in groups if ran[(g.machine_class, g.tool)]]
     models, benchmarks = _pages_of_benchmarks(all_series, by_series)
+    for (bench, cls), view in timeline.timelines(store, all_series).items():
+        benchmarks[_benchmark_href(bench)].sections[:] = [
+            replace(x, timeline=view) if x.machine_class == _text(cls) else x
+            for x in benchmarks[_benchmark_href(bench)].sections]
     index = IndexView(
         title="kscperf dashboard", generated=generated, root="", store=_text(store.root),
         classes=classes, summary=summary,
-        changes=[_change_view(c, _benchmark_href(c.key.benchmark if c.key.kind != "compile"
+        changes=[_change_view(c, _benchmark_href(c.key.benchmark if c.key.kind is not Kind.COMPILE
                                                  else _first_config(c, all_series)),
                               expanded=c.is_regression and i < _EXPANDED_CHANGES)
                  for i, c in enumerate(still_open)],
-        environment=_environment_events(changes), models=_model_index(all_series, still_open))
+        environment=_environment_events(changes), models=_model_index(all_series, still_open),
+        not_run=[_text(line) for line in timeline.not_run_lines(ran)])
     return _Pages(index, models, benchmarks)
 
 
 def _first_config(c: HistoryChange, all_series: Iterable[Series]) -> str:
     """The benchmark page that shows a cell's compile time: its first config's."""
     for s in all_series:
-        if s.key.kind == "time" and s.key.cell == c.key.cell and \
+        if s.key.kind is Kind.TIME and s.key.cell == c.key.cell and \
                 s.key.machine_class == c.key.machine_class:
             return s.key.benchmark
     return c.key.benchmark

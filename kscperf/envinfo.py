@@ -11,9 +11,11 @@ import datetime
 import importlib.metadata
 import os
 import platform
+import re
 import socket
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 __all__ = ["machine_info", "library_versions", "git_info", "cuda_driver_present",
@@ -62,15 +64,32 @@ def machine_info() -> dict[str, Any]:
     return info
 
 
+_TORCH_VERSION = re.compile(r"""^__version__\s*=\s*['"]([^'"]+)['"]""", re.MULTILINE)
+
+
+def _torch_version(dist: importlib.metadata.Distribution) -> str:
+    # What torch.__version__ says (and the workers record), read from its version.py: the
+    # wheels on PyPI are named 2.11.0 where torch calls itself 2.11.0+cu130, and one build
+    # must not carry two torch versions.
+    try:
+        text = Path(str(dist.locate_file("torch/version.py"))).read_text(encoding="utf-8")
+    except OSError:
+        text = ""
+    found = _TORCH_VERSION.search(text)
+    return found.group(1) if found else dist.version
+
+
 def library_versions() -> dict[str, str]:
-    """Installed versions of the libraries that shape the numbers, read without importing."""
+    """Installed versions of the libraries that shape the numbers, read without importing
+    (torch's as `torch.__version__` gives it)."""
     versions = {}
-    for dist, key in (("torch", "torch_version"), ("triton", "triton_version"),
+    for name, key in (("torch", "torch_version"), ("triton", "triton_version"),
                       ("pyperf", "pyperf_version"), ("numpy", "numpy_version")):
         try:
-            versions[key] = importlib.metadata.version(dist)
+            dist = importlib.metadata.distribution(name)
         except importlib.metadata.PackageNotFoundError:
-            pass
+            continue
+        versions[key] = _torch_version(dist) if name == "torch" else dist.version
     return versions
 
 

@@ -78,7 +78,7 @@ def machine_state_note(marked: int, processes: int) -> str:
         return ""
     return (f"{MACHINE_STATE_MARK} {marked} value{'s' if marked != 1 else ''} include "
             f"processes timed while the machine was in another state ({processes} "
-            f"process{'es' if processes != 1 else ''} in all, by the canary)")
+            f"process{'es' if processes != 1 else ''} of the run, by the canary)")
 
 
 def config_text(config: str | None) -> str:

@@ -17,7 +17,7 @@ from kscperf.formatting import (
     markdown_text,
     one_line,
 )
-from kscperf.history import HistoryChange, HistoryCheck, StoredBuild
+from kscperf.history import ChangeKind, HistoryChange, HistoryCheck, StoredBuild
 from kscperf.names import Kind
 
 __all__ = ["HISTORY_FORMATS", "build_text", "change_what", "format_history_changes",
@@ -35,9 +35,9 @@ def build_text(label: str, commit: str) -> str:
 def change_what(change: HistoryChange) -> str:
     """What a `history.HistoryChange` is, in words: `slower`, `faster`, `environment` with
     what changed, or `status` with the statuses on either side."""
-    if change.kind == "environment":
+    if change.kind is ChangeKind.ENVIRONMENT:
         return f"environment: {change.detail}" if change.detail else "environment"
-    if change.kind == "status":
+    if change.kind is ChangeKind.STATUS:
         return f"status {change.before_status} -> {change.after_status}"
     what = str(change.kind)
     if change.key.kind is not None and change.key.kind.unit == "byte":

@@ -64,11 +64,10 @@ def _described(keys: tuple[str, ...], what: str) -> tuple[tuple[str, str], ...]:
 # What must match for `compare` to set two builds' timings side by side: (key, what
 # differs). The host rather than the class (two files of one nightly come from one machine;
 # merged shards have no one host and are judged by CPU and GPU; one host has one CPU count),
-# one version (torch: the
-# others follow it, and a lockstep pair may differ in exactly that), and of the profile only
-# what sets the sample sizes its test and detectable effect assume (processes, values):
-# warmups and min_time change how a value is taken, not how many there are, and raising
-# min_time on a noisy machine must not make two builds incomparable.
+# one version (torch: the others follow it, and a lockstep pair may differ in exactly that),
+# and of the profile only what sets the sample sizes its test and detectable effect assume
+# (processes, values): warmups and min_time change how a value is taken, not how many there
+# are, and raising min_time on a noisy machine must not make two builds incomparable.
 COMPARABLE_KEYS = (_described(HOST, "machines")
                    + (("cpu_model_name", "CPUs"), ("gpu_name", "GPUs"),
                       ("torch_version", "torch versions"))

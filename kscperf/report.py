@@ -147,6 +147,7 @@ class CompareRow:
     q_value: str
     detectable: str
     status: str
+    regression: bool = False
 
 
 @dataclass(frozen=True)
@@ -198,6 +199,7 @@ class ReportView:
     comparison: ComparisonSection | None
     history: HistorySection | None
     notes: list[str] = field(default_factory=list)
+    several_builds: bool = False  # then the keys that differ are shown, the rest folded
 
 
 def _safe_svg(svg: str) -> Any:
@@ -378,6 +380,7 @@ def _compare_row(r: ComparisonRow) -> CompareRow:
     status = formatting.status_text(r.base_status, r.new_status, r.reason, arrow="→")
     return CompareRow(
         verdict=formatting.verdict_text(r), verdict_class=VERDICT_TONE[r.verdict].value,
+        regression=r.is_regression,
         name=formatting.safe_text(r.name), kind=r.kind,
         base=formatting.format_quantity(r.base_median, r.unit),
         new=formatting.format_quantity(r.new_median, r.unit),
@@ -519,7 +522,7 @@ def build_report_view(results: Sequence[LoadedResults], comparison: Comparison |
         builds=_build_headers(results), environment=_environment(results),
         models=models, plain_rows=plain_rows,
         comparison=_comparison_section(comparison) if comparison is not None else None,
-        history=history, notes=notes)
+        history=history, notes=notes, several_builds=len(results) > 1)
 
 
 def render_report(results: Sequence[LoadedResults], comparison: Comparison | None = None,

@@ -12,6 +12,7 @@ Why this method, and a seeded simulation of its false-verdict rates: docs/method
 
 from __future__ import annotations
 
+import enum
 import functools
 import math
 import statistics
@@ -42,6 +43,7 @@ __all__ = [
     "geometric_mean",
     "geometric_mean_interval",
     "NEUTRAL_CHANGE",
+    "Direction",
 ]
 
 # Two-sided significance level of every test, 1 - confidence of every interval, and the
@@ -283,31 +285,39 @@ def adjust_p_values(p_values: Sequence[float]) -> list[float]:
     return out
 
 
+class Direction(enum.IntEnum):
+    """The direction of a change of a time (or of memory): up is slower (more)."""
+
+    FASTER = -1
+    SAME = 0
+    SLOWER = 1
+
+
 def classify_change(ratio: float, p_value: float, *, min_effect: float = DEFAULT_MIN_EFFECT,
-                    alpha: float = ALPHA) -> int:
-    """+1 (NEW slower/bigger), -1 (NEW faster/smaller) or 0 (no change).
+                    alpha: float = ALPHA) -> Direction:
+    """SLOWER (+1: NEW slower/bigger), FASTER (-1: NEW faster/smaller) or SAME (0).
 
     A change needs both a p-value under `alpha` and a ratio at or beyond `1 + min_effect`
     (or at or under `1 / (1 + min_effect)`); NaN in either gives 0.
     """
     if math.isnan(p_value) or p_value >= alpha:
-        return 0
+        return Direction.SAME
     return effect_direction(ratio, min_effect)
 
 
-def effect_direction(ratio: float, min_effect: float = DEFAULT_MIN_EFFECT) -> int:
-    """+1 when `ratio` is at or beyond `1 + min_effect`, -1 when at or under
-    `1 / (1 + min_effect)`, else 0 (also for a ratio that is not positive and finite),
+def effect_direction(ratio: float, min_effect: float = DEFAULT_MIN_EFFECT) -> Direction:
+    """SLOWER when `ratio` is at or beyond `1 + min_effect`, FASTER when at or under
+    `1 / (1 + min_effect)`, else SAME (also for a ratio that is not positive and finite),
     whatever its significance."""
     if not (math.isfinite(ratio) and ratio > 0):
-        return 0
+        return Direction.SAME
     # The tiny tolerance keeps an exact 5 % change a change despite floating-point rounding.
     limit = math.log1p(min_effect) - 1e-12
     if math.log(ratio) >= limit:
-        return 1
+        return Direction.SLOWER
     if math.log(ratio) <= -limit:
-        return -1
-    return 0
+        return Direction.FASTER
+    return Direction.SAME
 
 
 def min_detectable_effect(se_log: float, df: float, *, alpha: float = ALPHA,

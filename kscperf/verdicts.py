@@ -3,7 +3,7 @@ regression that `compare` and the history share.
 
 A verdict decided by statuses alone (`status_verdict`) comes first; where both builds
 timed the benchmark correctly, the timings decide (`compare`, `kscperf.changepoints`).
-Imports only `errors`.
+Imports only `errors` and `stats` (for `Direction`).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 
 from kscperf.errors import CellStatus
+from kscperf.stats import Direction
 
 __all__ = ["Verdict", "REGRESSION_VERDICTS", "Direction", "status_verdict",
            "direction_verdict", "is_absent", "is_failing"]
@@ -35,14 +36,6 @@ class Verdict(enum.StrEnum):
 
 # What `--fail-on-regression` and `history check` fail on.
 REGRESSION_VERDICTS = frozenset({Verdict.FAILING_NOW, Verdict.INCORRECT_NOW, Verdict.SLOWER})
-
-
-class Direction(enum.IntEnum):
-    """The direction of a change of a time (or of memory): up is slower (more)."""
-
-    FASTER = -1
-    SAME = 0
-    SLOWER = 1
 
 
 def direction_verdict(direction: int) -> Verdict:

@@ -9,6 +9,7 @@ within-process noise, so tests know exactly which benchmarks changed and by how 
 from __future__ import annotations
 
 import math
+import os
 import random
 from typing import Any, Callable
 
@@ -136,3 +137,23 @@ def write_build(path: str, build: str, *, seed: int,
     write_results(path, make_runs(seed=seed, **kwargs),
                   metadata(build, **(metadata_overrides or {})))
     return path
+
+
+def write_ab_folder(folder: str, base: str, new: str, *, seed: int,
+                    base_metadata: dict[str, Any] | None = None,
+                    new_metadata: dict[str, Any] | None = None,
+                    new_factor: Callable[[str, str, str, str], float] = lambda *k: 1.0,
+                    **kwargs: Any) -> str:
+    """Write the folder `run-benchmarks ab -o FOLDER` would write for builds `base` and
+    `new` (labels): `FOLDER/<label>.json` each, with one lockstep id and their roles. Pass
+    the same `machine` (in `kwargs`) for both sides, as lockstep turns make it; `new_factor`
+    scales the new build's values. Returns `folder`."""
+    os.makedirs(folder)
+    shared = {"lockstep_id": f"lockstep-{base}-{new}-{seed}"}
+    write_build(os.path.join(folder, f"{base}.json"), base, seed=seed + 1,
+                metadata_overrides={**(base_metadata or {}), **shared, "lockstep_role": "base"},
+                **kwargs)
+    write_build(os.path.join(folder, f"{new}.json"), new, seed=seed + 2,
+                metadata_overrides={**(new_metadata or {}), **shared, "lockstep_role": "new"},
+                factor=new_factor, **kwargs)
+    return folder

@@ -23,7 +23,7 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
-from kscperf import cli
+from kscperf import cli, history
 from runner_testing import DEFS, ROOT, explain, load_doc, run_benchmarks_command
 from test_docs import broken_links
 
@@ -527,15 +527,30 @@ def test_nightly_ab_sh_runs_in_lockstep_with_the_last_nightly(tmp_path: Path) ->
     assert load_doc(results / "two.json")["metadata"]["build"] == "two"
     assert load_doc(results / "last-nightly.json")["metadata"]["build"] == "two"
 
-    # The last nightly's environment is gone: a plain run, compared with its file.
-    (results / "last-nightly.env").write_text("build=two\npython=/nonexistent/python\n")
     third = run_nightly(tmp_path, NIGHTLY_AB, BUILD="three", **common)
-    assert third.returncode == 0 or (
-        third.returncode == 1 and "FAILED: three regressed" in third.stderr
-        and "cell went bad" not in third.stderr), explain(third)
-    assert "is gone: a plain run" in third.stderr
-    assert str(results / "last-nightly.json") in third.stdout, explain(third)
-    assert len(list((results / "history" / "builds").glob("*.json"))) == 3
+    assert third.returncode in (0, 1) and "cell went bad" not in third.stderr, explain(third)
+    assert "lockstep: two" in third.stderr, explain(third)
+    # Nights two and three each added their ab folder: a link from the night before.
+    with history.open_store(str(results / "history")) as store:
+        builds = {b.id: b.label for b in store.builds()}
+        (cls,) = store.machine_classes()
+        linked = {(builds[link.base_id], builds[link.new_id])
+                  for by_new in store.links(cls).values() for link in by_new.values()}
+    assert linked == {("one", "two"), ("two", "three")}
+    assert len(list((results / "history" / "links").glob("*.json"))) == 2
+    assert "Lockstep timeline" in "".join(
+        p.read_text() for p in (results / "dashboard" / "benchmarks").glob("*.html"))
+
+    # The last nightly's environment is gone: a plain run, compared with its file.
+    (results / "last-nightly.env").write_text("build=three\npython=/nonexistent/python\n")
+    fourth = run_nightly(tmp_path, NIGHTLY_AB, BUILD="four", **common)
+    assert fourth.returncode == 0 or (
+        fourth.returncode == 1 and "FAILED: four regressed" in fourth.stderr
+        and "cell went bad" not in fourth.stderr), explain(fourth)
+    assert "is gone: a plain run" in fourth.stderr
+    assert str(results / "last-nightly.json") in fourth.stdout, explain(fourth)
+    assert len(list((results / "history" / "builds").glob("*.json"))) == 4
+    assert len(list((results / "history" / "links").glob("*.json"))) == 2
     assert (results / "dashboard" / "index.html").is_file()
 
 

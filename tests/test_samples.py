@@ -39,6 +39,16 @@ def _build(d: Path, i: int, **kwargs: Any) -> str:
                             "git_commit": f"{i:04d}" + "c" * 36}, **dict(SMALL, **kwargs))
 
 
+def _stored(tmp_path: Path, files: list[str]) -> tuple[Any, Any]:
+    """The run-time series of NAME and the dashboard's views, from a store of `files`."""
+    store = str(tmp_path / "store")
+    api.history_add(files, store)
+    with history.open_store(store) as s:
+        series = next(x for x in s.series() if x.key.benchmark == NAME
+                      and x.key.kind is Kind.TIME)
+        return series, build_views(s, generated="now")
+
+
 def test_the_record_holds_each_kind_with_its_rules(tmp_path: Path) -> None:
     # Four processes whose values do not overlap: the pooled median falls between two of
     # them, away from the median of their medians.
@@ -79,12 +89,7 @@ def test_the_same_build_shows_the_same_number_everywhere(tmp_path: Path) -> None
     compared = compare_builds(base, new).row(NAME)
     assert compared is not None and compared.new_median == central
     # The dashboard, from a store of both builds.
-    store = str(tmp_path / "store")
-    api.history_add(files, store)
-    with history.open_store(store) as s:
-        series = next(x for x in s.series() if x.key.benchmark == NAME
-                      and x.key.kind is Kind.TIME)
-        pages = build_views(s, generated="now")
+    series, pages = _stored(tmp_path, files)
     assert series.points[-1].median == central and series.points[-1].speedup == speedup
     summary = next(r for r in pages.index.summary if r.tool == "compiled")
     geomean = math.sqrt(speedup * record.speedup(record.benchmarks["vrelu3/compiled/fwd/1024"]))
@@ -168,12 +173,31 @@ def test_values_timed_in_another_machine_state_are_marked_everywhere(tmp_path: P
     section = build_report_view([new]).models[0]
     assert {r.machine_mark for r in section.rows} == {formatting.MACHINE_STATE_MARK}
     assert section.machine_note == note
-    store = str(tmp_path / "store")
-    api.history_add(files, store)
-    with history.open_store(store) as s:
-        series = next(x for x in s.series() if x.key.benchmark == NAME
-                      and x.key.kind is Kind.TIME)
-        pages = build_views(s, generated="now")
+    series, pages = _stored(tmp_path, files)
     assert [p.odd_processes for p in series.points] == [1, 1]
     page = next(v for v in pages.benchmarks.values() if v.benchmark == NAME)
     assert page.sections[0].builds[0].values[0].endswith(f" {formatting.MACHINE_STATE_MARK}")
+
+
+def test_old_files_go_through_every_view(tmp_path: Path) -> None:
+    # Format 1 (no canary), and a file without its raw worker results: the memory fallback
+    # takes the cell's peak, and every view still reads the record.
+    path = _build(tmp_path, 0, canary=False)
+    doc = json.loads(Path(path).read_text())
+    doc["kscperf"]["format_version"] = 1
+    del doc["kscperf"]["machine_speed"]
+    del doc["kscperf"]["runs"]
+    Path(path).write_text(json.dumps(doc))
+    old = load_results(path)
+    record = build_samples(old)
+    assert record.machine is None and record.odd_processes == 0
+    rss = record.benchmarks[benchmark_name("vrelu3", "compiled", "fwd", "16384", Kind.PEAK_RSS)]
+    assert rss.runs == ((400 * 2**20 + 16384 * 8.0,),) and rss.by_process is None
+    new = load_results(_build(tmp_path, 1))
+    assert compare_builds(old, new).row(NAME) is not None
+    assert build_report_view([old, new]).models
+    store = str(tmp_path / "store")
+    api.history_add([path], store)
+    with history.open_store(store) as s:
+        kinds = {x.key.kind for x in s.series()}
+    assert Kind.PEAK_RSS in kinds and Kind.TIME in kinds

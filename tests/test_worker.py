@@ -324,3 +324,13 @@ def test_worker_main_reads_a_spec_and_writes_a_result(tmp_path: Path) -> None:
     result = CellResult.from_dict(json.loads(result_path.read_text()))
     assert result.name == "toy/pt/inference" and result.process_index == 2
     assert result.worst_status() == CellStatus.OK
+
+
+def test_a_timed_configs_peak_is_its_timed_calls_not_its_check() -> None:
+    path = str(DEFS / "bigref.py")
+    (timed,) = run_cell(spec("bigref", "pt", "inference", path, values=1)).configs
+    (checked,) = run_cell(spec("bigref", "pt", "inference", path, check_only=True)).configs
+    assert timed.status == checked.status == CellStatus.OK
+    assert timed.peak_rss_bytes is not None and checked.peak_rss_bytes is not None
+    # The check's float64 copies (some 300 MiB) are in the check-only peak, not the timed one.
+    assert timed.peak_rss_bytes < checked.peak_rss_bytes - 128 * 2**20

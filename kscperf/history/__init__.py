@@ -6,7 +6,7 @@ docs/dashboard.md. The names most callers need are re-exported here.
 from __future__ import annotations
 
 from kscperf.history.changes import (
-    MACHINE_SPEED_DETAIL, HistoryChange, HistoryCheck, build_points, check_newest, find_changes)
+    MACHINE_SPEED_DETAIL, ChangeKind, HistoryChange, HistoryCheck, build_points, check_newest, find_changes)
 from kscperf.history.series import (
     SERIES_KINDS, Series, SeriesKey, SeriesPoint, StoredBuild, environment_of, machine_class_of)
 from kscperf.history.store import (
@@ -15,7 +15,7 @@ from kscperf.history.store import (
 
 __all__ = [
     "INDEX_NAME", "BUILDS_DIR", "MACHINE_SUFFIX", "SERIES_KINDS", "MACHINE_SPEED_DETAIL",
-    "StoredBuild", "SeriesKey", "SeriesPoint", "Series", "HistoryChange", "HistoryCheck",
+    "StoredBuild", "SeriesKey", "SeriesPoint", "Series", "ChangeKind", "HistoryChange", "HistoryCheck",
     "HistoryStore", "open_store", "rebuild_index", "remove_empty_store", "machine_class_of",
     "environment_of", "build_points", "find_changes", "check_newest",
 ]

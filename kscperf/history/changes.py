@@ -16,6 +16,7 @@ from typing import Any, Sequence
 
 from kscperf import machine, stats
 from kscperf.errors import CellStatus
+import kscperf.history.links as links
 from kscperf.history.series import Series, SeriesKey, StoredBuild
 from kscperf.history.store import HistoryStore
 from kscperf.names import Kind
@@ -127,18 +128,33 @@ def find_changes(store: HistoryStore, *, min_effect: float = stats.DEFAULT_MIN_E
     slower or faster step of run, compile or prep time that a change of the machine's speed
     between its two builds could explain (`compare.machine_could_explain`, as `compare`
     judges a row) is not listed as a step: the machine-speed event of that pair of builds
-    is listed instead, so no build is blamed for the machine."""
+    is listed instead, so no build is blamed for the machine.
+
+    Where a series has lockstep links (`links.with_links`), each link decides its pair of
+    builds: a step there is a link beyond the minimum effect whose p-value survives the
+    same false discovery control, a link across environments is an environment event, and
+    the machine's speed explains nothing and is no event (both sides shared it)."""
     from kscperf import changepoints
 
     all_series = list(series) if series is not None else list(store.series())
     marks: dict[int, tuple[str, str]] = {}
     shifts: dict[str, set[tuple[int, int]]] = {}
+    class_links: dict[str, dict[tuple[str, str], dict[int, links.Link]]] = {}
     for cls in {s.key.machine_class for s in all_series}:
         class_builds = store.builds(cls)
         marks.update(_environment_marks(class_builds))
         shifts[cls] = _speed_shifts(class_builds)
-    found = {i: changepoints.detect_series(build_points(s, marks), min_effect=min_effect)
-             for i, s in enumerate(all_series)}
+        class_links[cls] = store.links(cls)
+        # Two builds measured in lockstep shared the machine's state: its speed between
+        # their separate runs is no event of theirs.
+        shifts[cls] -= {(link.base_id, link.new_id) for by_build in class_links[cls].values()
+                        for link in by_build.values()}
+    found: dict[int, list[Any]] = {}
+    for i, s in enumerate(all_series):
+        found[i], _ = links.with_links(
+            s, changepoints.detect_series(build_points(s, marks), min_effect=min_effect),
+            class_links[s.key.machine_class].get((str(s.key.kind), s.key.benchmark), {}),
+            min_effect=min_effect)
     kept = changepoints.control_fdr(found)
     out: list[HistoryChange] = []
     for i, changes in kept.items():
@@ -188,7 +204,7 @@ def _machine_explained(s: Series, ch: Any, min_effect: float) -> bool:
     from kscperf import compare
 
     if not ch.is_step or s.key.kind is None or not s.key.kind.is_timed or ch.low is None \
-            or ch.high is None:
+            or ch.high is None or ch.detail == links.LINK_DETAIL:
         return False
     before = s.points[ch.before].build.machine_scores
     after = s.points[ch.after].build.machine_scores

@@ -2,7 +2,9 @@
 
     STORE/
       builds/<label>-<sha256 prefix>.json   copies of the results files added (the truth)
-      index.sqlite                          what queries need, rebuilt from builds/ at will
+      links/<the same name>                 the base side of the `ab` run that made that
+                                            build, when it was added as an `ab` folder
+      index.sqlite                          what queries need, rebuilt from both at will
 
 The results files stay the source of truth: `rebuild_index` recreates the index from them
 alone, and an incremental `add_builds` leaves exactly the index a rebuild would make. This
@@ -28,6 +30,8 @@ from typing import Any, Iterable, Iterator, Sequence
 
 from kscperf.errors import CellStatus, KscperfError
 from kscperf.fileio import write_bytes_atomic, write_text_atomic
+import kscperf.history.journal as journal
+import kscperf.history.links as links
 from kscperf.history.series import (
     SERIES_KINDS, Series, SeriesKey, SeriesPoint, StoredBuild, assemble_series, detectable_effect,
     environment_of, floats_json, machine_class_of, machine_scores_of, point_rows,
@@ -41,7 +45,7 @@ __all__ = ["INDEX_NAME", "BUILDS_DIR", "MACHINE_SUFFIX", "HistoryStore", "open_s
 INDEX_NAME = "index.sqlite"
 BUILDS_DIR = "builds"
 # Bumped whenever the index's tables change; an index of another version is rebuilt.
-_SCHEMA_VERSION = 5
+_SCHEMA_VERSION = 6
 
 # Beside a store's copy of a file added with --machine CLASS: that class.
 MACHINE_SUFFIX = ".machine"
@@ -85,7 +89,7 @@ CREATE TABLE points (
     detectable_df REAL,
     PRIMARY KEY (series_id, build_id)
 ) WITHOUT ROWID;
-"""
+""" + links.LINKS_SCHEMA + journal.JOURNAL_SCHEMA
 
 
 def _real(value: float) -> float | None:
@@ -194,6 +198,8 @@ class HistoryStore:
         pending: list[tuple[str, str]] = []  # (temporary name, final name)
         ids: list[int] = []
         try:
+            journal.clean_leftovers(self._db, self.root, (BUILDS_DIR, links.LINKS_DIR),
+                                    INDEX_NAME)
             seen = {sha: f for sha, f in self._db.execute("SELECT sha256, file FROM builds")}
             labels = {(m, lab): f for m, lab, f in
                       self._db.execute("SELECT machine_class, label, file FROM builds")}
@@ -202,30 +208,40 @@ class HistoryStore:
             # copies made so far, and memory holds one results file, not all of them.
             for path in paths:
                 _refuse_given_twice(path, given)
-                c = self._check_candidate(path, machine, allow_incomplete, seen, labels)
+                folder = links.read_ab_folder(path) if os.path.isdir(path) else None
+                c = self._check_candidate(folder.new_path if folder else path, machine,
+                                          allow_incomplete, seen, labels)
+                base_id = links.base_build_id(self._db, self.root, folder, c.loaded.build,
+                                              c.machine_class, machine) if folder else None
                 stored = _stored_name(c.loaded.build, c.sha256)
                 ids.append(self._insert_or_refuse(c, stored, path))
                 target = os.path.join(self.root, BUILDS_DIR, stored)
                 if machine:
-                    pending.append((_pending_name(target + MACHINE_SUFFIX),
+                    pending.append((journal.pending_name(target + MACHINE_SUFFIX),
                                     target + MACHINE_SUFFIX))
                     write_text_atomic(pending[-1][0], machine + "\n",
                                       "the store's machine class")
-                pending.append((_pending_name(target), target))
+                pending.append((journal.pending_name(target), target))
                 write_bytes_atomic(pending[-1][0], c.raw, "the store's copy")
+                if folder is not None and base_id is not None:
+                    pending.append(links.stage_link(self._db, self.root, folder, c.loaded,
+                                                    c.machine_class, base_id, ids[-1],
+                                                    stored))
+            journal.record(self._db, self.root, pending)
+            journal.crash_point("copied")
             self._commit(paths)
         except BaseException:
             self._db.rollback()
             for temporary, _ in pending:
                 _remove_quietly(temporary)
             raise
-        for temporary, final in pending:
-            try:
-                os.replace(temporary, final)
-            except OSError as exc:
-                raise KscperfError(f"cannot name the store's copy {final}: "
-                                   f"{exc.strerror or exc}; run-benchmarks history rebuild "
-                                   f"--store {self.root} indexes the files it holds.") from None
+        journal.crash_point("committed")
+        try:
+            journal.finish(self._db, self.root)
+        except (OSError, sqlite3.Error) as exc:
+            raise KscperfError(f"cannot name the store's copies in {self.root}: {exc}; the "
+                               "next run-benchmarks history command on the store finishes "
+                               "naming them.") from None
         return [b for b in self.builds() if b.id in ids]
 
     def _begin_writing(self) -> None:
@@ -313,6 +329,7 @@ class HistoryStore:
                     "of them from the store and rebuild its index.")
             by_sha[sha], by_label[label_key] = path, path
             self._insert(_Candidate(path, loaded, sha, b"", machine_class), name)
+        links.index_stored_links(self._db, self.root, BUILDS_DIR)
 
     # ---- reading -----------------------------------------------------------------------
 
@@ -389,9 +406,19 @@ class HistoryStore:
                     "JOIN points p ON p.series_id = s.id WHERE s.machine_class = ? AND "
                     "p.fate = 1", (cls,))}
 
+    def links(self, machine_class: str) -> dict[tuple[str, str], dict[int, links.Link]]:
+        """The lockstep links of one machine class: (kind, benchmark) -> {new build id:
+        its link}."""
+        return links.class_links(self._db, machine_class)
+
     def index_dump(self) -> list[tuple[Any, ...]]:
         """The index's content without its row ids, in a fixed order: what an incremental
         add and a full rebuild must agree on."""
+        linked = self._db.execute(
+            "SELECT b.label, n.label, s.machine_class, s.kind, s.benchmark, l.ratio, l.low, "
+            "l.high, l.p_value, l.se_log, l.n_pairs, l.method, l.environment FROM links l "
+            "JOIN builds b ON b.id = l.base_id JOIN builds n ON n.id = l.new_id "
+            "JOIN series s ON s.id = l.series_id").fetchall()
         rows = self._db.execute(
             "SELECT b.label, b.file, b.sha256, b.machine_class, b.git_commit, b.git_dirty, "
             "b.commit_date, b.run_date, b.order_key, b.environment, b.machine_scores, s.kind, "
@@ -399,7 +426,7 @@ class HistoryStore:
             "p.spread, p.detectable_se, p.detectable_df FROM points p "
             "JOIN builds b ON b.id = p.build_id "
             "JOIN series s ON s.id = p.series_id").fetchall()
-        return sorted(rows, key=repr)
+        return sorted(rows + linked, key=repr)
 
 
 def _refuse_given_twice(path: str, given: dict[str, str]) -> None:
@@ -412,11 +439,6 @@ def _refuse_given_twice(path: str, given: dict[str, str]) -> None:
         raise KscperfError(f"{path} is given twice (also as {given[real]}); give each file "
                            "once.")
     given[real] = path
-
-
-def _pending_name(target: str) -> str:
-    # Not ending in .json: a rebuild never reads a copy whose add did not commit.
-    return f"{target}.adding-{os.getpid()}"
 
 
 def _remove_quietly(path: str) -> None:
@@ -466,7 +488,18 @@ def open_store(root: str, *, create: bool = False) -> HistoryStore:
                 from None
     if not os.path.exists(index) or _schema_version(index) != _SCHEMA_VERSION:
         return rebuild_index(root)
-    return HistoryStore(root, _connect(index))
+    db = _connect(index)
+    _finish_pending(db, root)
+    return HistoryStore(root, db)
+
+
+def _finish_pending(db: sqlite3.Connection, root: str) -> None:
+    """Finish an add that was killed after its commit (`journal.finish`); a store that
+    cannot be written is read as it is."""
+    try:
+        journal.finish(db, root)
+    except (OSError, sqlite3.Error):
+        pass
 
 
 def remove_empty_store(root: str) -> None:
@@ -474,10 +507,13 @@ def remove_empty_store(root: str) -> None:
     made: an empty `builds/` and an index); a store with any file of its own is left as
     it is."""
     builds_dir = os.path.join(root, BUILDS_DIR)
+    links_dir = os.path.join(root, links.LINKS_DIR)
     try:
-        if os.listdir(builds_dir):
+        if os.listdir(builds_dir) or (os.path.isdir(links_dir) and os.listdir(links_dir)):
             return
         os.rmdir(builds_dir)
+        if os.path.isdir(links_dir):
+            os.rmdir(links_dir)
         for name in os.listdir(root):
             if name == INDEX_NAME or name.startswith(INDEX_NAME + "-"):  # its journal too
                 os.unlink(os.path.join(root, name))
@@ -504,6 +540,10 @@ def rebuild_index(root: str) -> HistoryStore:
     two files of one build (the same bytes, or one build label of one machine class),
     raise KscperfError naming them, and the old index is kept."""
     index = os.path.join(root, INDEX_NAME)
+    if os.path.exists(index) and _schema_version(index) == _SCHEMA_VERSION:
+        old = _connect(index)
+        _finish_pending(old, root)  # a copy an add committed but had not named yet
+        old.close()
     # Per process: two commands rebuilding one store at once must not share a scratch file.
     fresh = f"{index}.rebuild-{os.getpid()}"
     _remove_quietly(fresh)

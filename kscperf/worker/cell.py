@@ -347,6 +347,10 @@ def _run_config(cell: _Cell, name: str, config: tuple[Any, ...]) -> ConfigResult
             result = ConfigResult(peak_rss_bytes=measure.peak_rss_bytes(), **common)
         else:
             phase = _enter("run", name)
+            # Prep and the check hold copies the timed calls never need (the inputs while
+            # they move to the device, the checked value's clone, the float64 reference):
+            # a timed config's peaks are those of its timed calls, its inputs held.
+            _reset_peaks(cell.device)
             result = _measure(cell, name, ready.prepared, common)
         if cell.built.example_done is not None:
             phase = _enter("teardown", name)

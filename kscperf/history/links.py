@@ -1,0 +1,332 @@
+"""Lockstep links: what the store keeps of an `ab` folder, and the step policy on them.
+
+`run-benchmarks ab -o DIR` runs build N-1 (the base) and build N (the new build) in
+lockstep and writes `DIR/<label>.json` for each. Added to a store, the new side becomes
+build N, its base side's file is kept as `links/<the new build's stored name>`, and the
+index holds a **link** from build N-1 to build N per run-time benchmark: the paired ratio
+NEW/BASE as `compare` computes it for a lockstep pair, its interval, p-value and number of
+process pairs. A link is rebuilt from those two files alone, as levels are.
+
+Policy (`link_changes`): where a series has a link between two consecutive builds, the link
+decides that pair: a step when its ratio is beyond the minimum effect (its p-value then
+enters the false discovery control across all series), an environment event when its two
+sides ran in different environments, and nothing else: the machine's speed moved both
+sides alike. `chained_timeline` multiplies the links along a series into a drift-free
+timeline whose interval grows along the chain. This module decides nothing about levels;
+`changes.find_changes` combines the two.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sqlite3
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from kscperf import stats
+from kscperf.errors import KscperfError
+from kscperf.fileio import write_bytes_atomic
+from kscperf.history.journal import pending_name
+from kscperf.history.series import Series, environment_of, machine_class_of
+from kscperf.results import LoadedResults, load_results
+
+__all__ = ["LINKS_DIR", "LINK_DETAIL", "LINKS_SCHEMA", "AbFolder", "LinkRow", "Link",
+           "read_ab_folder", "link_rows", "environment_change", "insert_links",
+           "base_build_id", "stage_link", "index_stored_links",
+           "class_links", "link_changes", "TimelinePoint", "chained_timeline"]
+
+LINKS_DIR = "links"
+# The detail of a step that a link found: `changes` never lets the machine's speed explain
+# it away, since both sides of a link shared the machine's state.
+LINK_DETAIL = "lockstep link"
+
+LINKS_SCHEMA = """
+CREATE TABLE links (
+    series_id INTEGER NOT NULL REFERENCES series(id),
+    base_id INTEGER NOT NULL REFERENCES builds(id),
+    new_id INTEGER NOT NULL REFERENCES builds(id),
+    ratio REAL NOT NULL,                -- NEW/BASE of medians, paired where it could be
+    low REAL NOT NULL,
+    high REAL NOT NULL,
+    p_value REAL NOT NULL,
+    se_log REAL NOT NULL,               -- of log(ratio), for chaining
+    n_pairs INTEGER NOT NULL,
+    method TEXT NOT NULL,               -- stats.RatioEstimate.method
+    environment TEXT NOT NULL,          -- what differed between the two sides, "" if nothing
+    PRIMARY KEY (series_id, new_id)
+) WITHOUT ROWID;
+"""
+
+
+@dataclass(frozen=True)
+class AbFolder:
+    """The two files of one `ab` run: `base` is build N-1 run again, `new` is build N."""
+
+    path: str
+    base_path: str
+    new_path: str
+    base: LoadedResults
+    new: LoadedResults
+
+
+def read_ab_folder(path: str) -> AbFolder:
+    """The base and new files of the `ab -o` folder `path`. Raises KscperfError unless the
+    folder holds exactly one results file of each role of one lockstep run."""
+    try:
+        names = sorted(n for n in os.listdir(path) if n.endswith(".json"))
+    except OSError as exc:
+        raise KscperfError(f"cannot read the folder {path}: {exc.strerror or exc}.") from None
+    by_role: dict[str, list[tuple[str, LoadedResults]]] = {}
+    for name in names:
+        file = os.path.join(path, name)
+        loaded = load_results(file)
+        role = str(loaded.metadata.get("lockstep_role") or "")
+        by_role.setdefault(role, []).append((file, loaded))
+    base, new = by_role.get("base", []), by_role.get("new", [])
+    if len(base) != 1 or len(new) != 1 or set(by_role) - {"base", "new"}:
+        raise KscperfError(f"{path} is not a folder written by run-benchmarks ab -o (it must "
+                           "hold one base and one new results file of one lockstep run, "
+                           f"and holds {len(names)} .json files); add a results file "
+                           "instead, or the folder as ab wrote it.")
+    if base[0][1].metadata.get("lockstep_id") != new[0][1].metadata.get("lockstep_id"):
+        raise KscperfError(f"{base[0][0]} and {new[0][0]} come from different ab runs; add "
+                           "the folder as ab wrote it.")
+    return AbFolder(path, base[0][0], new[0][0], base[0][1], new[0][1])
+
+
+@dataclass(frozen=True)
+class LinkRow:
+    """One run-time benchmark of a link, before it is stored."""
+
+    benchmark: str
+    ratio: float
+    low: float
+    high: float
+    p_value: float
+    se_log: float
+    n_pairs: int
+    method: str
+
+
+def _se_log(ratio: float, low: float, high: float, n: int, method: str) -> float:
+    """The standard error of log(ratio) that the interval [low, high] implies: a t interval
+    on n-1 degrees of freedom for paired or per-process tests, else a normal one."""
+    from scipy.stats import t as student_t
+
+    if not (low > 0 and high > 0):
+        return math.inf
+    df = n - 1 if method in ("pairs", "processes") and n > 1 else math.inf
+    quantile = float(student_t.ppf(1 - stats.ALPHA / 2, df)) if math.isfinite(df) else 1.959964
+    return math.log(high / low) / (2 * quantile)
+
+
+def link_rows(base: LoadedResults, new: LoadedResults) -> list[LinkRow]:
+    """The run-time rows of NEW against BASE, as `compare` computes them for the two files
+    of one lockstep run (value pairs where each side has at least two processes), for
+    every benchmark with a finite ratio in both builds."""
+    from kscperf import compare
+
+    comparison = compare.compare_builds(base, new, force=True)
+    out = []
+    for r in comparison.rows:
+        if r.kind != "time" or not (r.ratio > 0 and math.isfinite(r.ratio)) \
+                or not math.isfinite(r.p_value):
+            continue
+        out.append(LinkRow(r.name, r.ratio, r.ratio_low, r.ratio_high, r.p_value,
+                           _se_log(r.ratio, r.ratio_low, r.ratio_high, r.n_base, r.method),
+                           r.n_base, r.method))
+    return sorted(out, key=lambda row: row.benchmark)
+
+
+def environment_change(base: LoadedResults, new: LoadedResults) -> str:
+    """What differs between the environments the two sides ran in (torch, CUDA, driver,
+    CPU, GPU, Python...), for people; "" when nothing does."""
+    b, n = environment_of(base), environment_of(new)
+    return "; ".join(f"{k} {b.get(k, '-')} -> {n.get(k, '-')}"
+                     for k in sorted(set(b) | set(n)) if b.get(k) != n.get(k))
+
+
+def insert_links(db: sqlite3.Connection, machine_class: str, base_id: int, new_id: int,
+                 rows: Sequence[LinkRow], environment: str) -> None:
+    """Write the links of one `ab` run into the store's index, inside the store's own
+    transaction (the store is their only caller). A benchmark without a run-time series of
+    the new build is left out."""
+    series_ids = {b: i for i, b in db.execute(
+        "SELECT id, benchmark FROM series WHERE machine_class = ? AND kind = 'time'",
+        (machine_class,))}
+    db.executemany(
+        "INSERT INTO links VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+        [(series_ids[r.benchmark], base_id, new_id, r.ratio, r.low, r.high, r.p_value,
+          r.se_log if math.isfinite(r.se_log) else 1e9, r.n_pairs, r.method, environment)
+         for r in rows if r.benchmark in series_ids])
+
+
+def base_build_id(db: sqlite3.Connection, root: str, folder: AbFolder, new_label: str,
+                  machine_class: str, machine: str | None) -> int:
+    """The id of the stored build that the base side of `folder` ran again; KscperfError
+    when the store `root` does not hold it for the new build's machine class."""
+    label = folder.base.build
+    row = db.execute("SELECT id FROM builds WHERE machine_class = ? AND label = ?",
+                     (machine_class, label)).fetchone()
+    if row is None or machine_class_of(folder.base, machine) != machine_class:
+        raise KscperfError(
+            f"{folder.path} links build {new_label!r} to its base {label!r}, which the store "
+            f"{root} does not hold for machine class {machine_class!r}; add the base build "
+            f"first, or add the new build's file alone ({folder.new_path}).")
+    return int(row[0])
+
+
+def stage_link(db: sqlite3.Connection, root: str, folder: AbFolder, new: LoadedResults,
+               machine_class: str, base_id: int, new_id: int, stored: str) -> tuple[str, str]:
+    """Inside the store's add: index the links of `folder` and write its base side's copy
+    under its temporary name (`journal.pending_name`); return (temporary, final)."""
+    insert_links(db, machine_class, base_id, new_id, link_rows(folder.base, new),
+                 environment_change(folder.base, new))
+    os.makedirs(os.path.join(root, LINKS_DIR), exist_ok=True)
+    target = os.path.join(root, LINKS_DIR, stored)
+    with open(folder.base_path, "rb") as fp:
+        write_bytes_atomic(pending_name(target), fp.read(), "the store's link")
+    return pending_name(target), target
+
+
+def index_stored_links(db: sqlite3.Connection, root: str, builds_dir: str) -> None:
+    """For a rebuild of the index: the links of every file under `root/links/`, each the
+    base side of the stored build of the same name under `builds_dir`."""
+    links_dir = os.path.join(root, LINKS_DIR)
+    names = sorted(n for n in os.listdir(links_dir) if n.endswith(".json")) \
+        if os.path.isdir(links_dir) else []
+    for name in names:
+        row = db.execute("SELECT id, machine_class FROM builds WHERE file = ?",
+                         (f"{builds_dir}/{name}",)).fetchone()
+        base = load_results(os.path.join(links_dir, name))
+        base_row = None if row is None else db.execute(
+            "SELECT id FROM builds WHERE machine_class = ? AND label = ?",
+            (row[1], base.build)).fetchone()
+        if row is None or base_row is None:
+            raise KscperfError(f"{links_dir}/{name} links builds the store does not hold "
+                               f"({builds_dir}/{name} and build {base.build!r}); remove it "
+                               "and rebuild the index.")
+        new = load_results(os.path.join(root, builds_dir, name))
+        insert_links(db, row[1], int(base_row[0]), int(row[0]), link_rows(base, new),
+                     environment_change(base, new))
+
+
+@dataclass(frozen=True)
+class Link:
+    """One stored link of one series: build `base_id` to build `new_id`."""
+
+    base_id: int
+    new_id: int
+    ratio: float
+    low: float
+    high: float
+    p_value: float
+    se_log: float
+    n_pairs: int
+    method: str
+    environment: str
+
+
+def class_links(db: sqlite3.Connection, machine_class: str
+                ) -> dict[tuple[str, str], dict[int, Link]]:
+    """(kind, benchmark) -> {new build id: its link} for one machine class."""
+    out: dict[tuple[str, str], dict[int, Link]] = {}
+    for kind, bench, *fields in db.execute(
+            "SELECT s.kind, s.benchmark, l.base_id, l.new_id, l.ratio, l.low, l.high, "
+            "l.p_value, l.se_log, l.n_pairs, l.method, l.environment FROM links l "
+            "JOIN series s ON s.id = l.series_id WHERE s.machine_class = ?", (machine_class,)):
+        link = Link(*fields)
+        out.setdefault((kind, bench), {})[link.new_id] = link
+    return out
+
+
+def _series_links(series: Series, links: dict[int, Link]) -> dict[int, Link]:
+    """Position i in the series -> the link from its build i-1 to build i."""
+    out = {}
+    for i in range(1, len(series.points)):
+        link = links.get(series.points[i].build.id)
+        if link is not None and link.base_id == series.points[i - 1].build.id:
+            out[i] = link
+    return out
+
+
+def link_changes(series: Series, links: dict[int, Link], *,
+                 min_effect: float = stats.DEFAULT_MIN_EFFECT) -> tuple[list[Any], set[int]]:
+    """The `changepoints.Change`s the links of one series decide, and the positions they
+    cover (the `after` index of each linked pair of consecutive builds).
+
+    Promises: a link across environments is an environment event and never a step; a link
+    of two builds both "ok" whose ratio is beyond `min_effect` is a candidate step with the
+    link's raw p-value (the false discovery control decides); a pair whose status changed is
+    left to the levels' status events."""
+    from kscperf.changepoints import Change
+
+    changes: list[Any] = []
+    covered = set()
+    for i, link in sorted(_series_links(series, links).items()):
+        covered.add(i)
+        if link.environment:
+            changes.append(Change("environment", i - 1, i, None, None, None, None,
+                                  link.environment))
+            continue
+        if series.points[i - 1].status != "ok" or series.points[i].status != "ok":
+            continue
+        direction = stats.effect_direction(link.ratio, min_effect)
+        if direction is not stats.Direction.SAME:
+            slower = direction is stats.Direction.SLOWER
+            changes.append(Change("slower" if slower else "faster", i - 1, i,
+                                  link.ratio, link.low, link.high, link.p_value, LINK_DETAIL,
+                                  min_effect=min_effect))
+    return changes, covered
+
+
+@dataclass(frozen=True)
+class TimelinePoint:
+    """One build on a chained lockstep timeline: `level` relative to the chain's first
+    build (1.0), with its interval; `link` the link that reached it (None at a chain's
+    start)."""
+
+    position: int
+    level: float
+    low: float
+    high: float
+    link: Link | None
+
+
+def chained_timeline(series: Series, links: dict[int, Link]) -> list[list[TimelinePoint]]:
+    """The chains of consecutive linked builds of one series, each a drift-free timeline:
+    the product of the link ratios from the chain's first build, with the standard errors
+    of their logs added in quadrature (normal quantiles), so the interval grows along the
+    chain. A build without a link from its predecessor, or a link across environments,
+    starts a new chain."""
+    by_position = _series_links(series, links)
+    chains: list[list[TimelinePoint]] = []
+    log_level = variance = 0.0
+    z = 1.959964
+    for i in range(len(series.points)):
+        link = by_position.get(i)
+        if link is None or link.environment:
+            chains.append([TimelinePoint(i, 1.0, 1.0, 1.0, None)])
+            log_level = variance = 0.0
+            continue
+        log_level += math.log(link.ratio)
+        variance += link.se_log ** 2
+        spread = z * math.sqrt(variance)
+        chains[-1].append(TimelinePoint(i, math.exp(log_level), math.exp(log_level - spread),
+                                        math.exp(log_level + spread), link))
+    return [c for c in chains if len(c) > 1]
+
+
+def with_links(series: Series, level_changes: Sequence[Any], links: dict[int, Link], *,
+               min_effect: float = stats.DEFAULT_MIN_EFFECT) -> tuple[list[Any], set[int]]:
+    """The changes of one series once its links decide the pairs they cover: the level
+    changes (`changepoints.detect_series`) less every step and environment event at a
+    covered pair, plus `link_changes`; status events are the levels' everywhere. In order of
+    `after`. Also returns the covered positions."""
+    decided, covered = link_changes(series, links, min_effect=min_effect)
+    linked_environment = {c.after for c in decided if c.kind == "environment"}
+    kept = [c for c in level_changes
+            if c.kind == "status" or c.after not in covered
+            or (c.kind == "environment" and c.after not in linked_environment)]
+    return sorted([*kept, *decided], key=lambda c: (c.after, c.kind)), covered

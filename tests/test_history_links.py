@@ -1,0 +1,261 @@
+"""Lockstep links in the history store (`kscperf.history.links`): adding an `ab` folder,
+refusals that write nothing, links rebuilt from the stored files, the step policy on links
+(a step the drifting levels cannot see, an environment event across environments), the
+chained timeline, and a `history add` killed with SIGKILL at named points and at random
+moments. The `ab` folders are synthetic results files with the metadata `ab` writes; the
+nightly examples (tests/test_examples.py) add real ones."""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import synthetic
+from kscperf import api, history
+from kscperf.history import journal, links
+from runner_testing import cli, explain, run_benchmarks_command, single_error_line
+
+SMALL: dict[str, Any] = dict(models=("vrelu3",), tools=("pt", "compiled"), tasks=("fwd",),
+                             configs=("1024", "16384"), processes=3)
+
+
+def _metadata(i: int, **overrides: Any) -> dict[str, Any]:
+    md = {"date": f"2024-05-{i + 1:02d}T12:00:00", "git_commit": f"{i:04d}" + "c" * 36}
+    md.update(overrides)
+    return md
+
+
+def _plain(d: Path, i: int) -> str:
+    return synthetic.write_build(str(d / f"b{i}.json"), f"b{i}", seed=100 + i,
+                                 metadata_overrides=_metadata(i), **SMALL)
+
+
+def _ab_folder(d: Path, base: int, new: int, *, factor: float = 1.0, seed: int = 0,
+               drift: float = 1.0, new_metadata: dict[str, Any] | None = None,
+               base_label: str | None = None) -> str:
+    """The folder `ab` would write for build `base` against build `new`: `factor` slows the
+    new build's compiled tool; `drift` is how much slower the machine ran during this `ab`
+    run than usual, and its processes differ from each other by up to 1.5x, alike on both
+    sides (as lockstep turns make them)."""
+    per_process = [1.0, 1.5, 0.8, 1.2, 1.1]
+    return synthetic.write_ab_folder(
+        str(d / f"ab-{new}"), base_label or f"b{base}", f"b{new}", seed=seed,
+        base_metadata=_metadata(new), new_metadata={**_metadata(new), **(new_metadata or {})},
+        new_factor=lambda m, t, k, c: factor if t == "compiled" else 1.0,
+        machine=lambda m, t, k, p: drift * per_process[p % len(per_process)], **SMALL)
+
+
+def _state(store: Path) -> tuple[list[tuple[Any, ...]], list[str]]:
+    with history.open_store(str(store)) as s:
+        dump = s.index_dump()
+    names = sorted(os.listdir(store / history.BUILDS_DIR))
+    if (store / links.LINKS_DIR).is_dir():
+        names += [f"links/{n}" for n in sorted(os.listdir(store / links.LINKS_DIR))]
+    return dump, names
+
+
+def _rebuilt_dump(store: Path, scratch: Path) -> list[tuple[Any, ...]]:
+    """The index a rebuild makes from a copy of the store's files."""
+    shutil.rmtree(scratch, ignore_errors=True)
+    shutil.copytree(store, scratch)
+    os.unlink(scratch / history.INDEX_NAME)
+    with history.rebuild_index(str(scratch)) as s:
+        return s.index_dump()
+
+
+def test_an_ab_folder_adds_the_new_build_and_a_link_the_index_rebuilds(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    api.history_add([_plain(tmp_path, 0)], str(store))
+    added = api.history_add([_ab_folder(tmp_path, 0, 1, factor=1.1)], str(store))
+    assert [b.label for b in added] == ["b1"]
+    with history.open_store(str(store)) as s:
+        (b0, b1) = s.builds()
+        found = s.links(b1.machine_class)
+    # One link per run-time benchmark, none for compile, prep or memory.
+    assert sorted(found) == sorted(("time", f"vrelu3/{tool}/fwd/{c}")
+                                   for tool in ("pt", "compiled") for c in ("1024", "16384"))
+    compiled = found[("time", "vrelu3/compiled/fwd/1024")][b1.id]
+    assert (compiled.base_id, compiled.new_id, compiled.method) == (b0.id, b1.id, "pairs")
+    assert compiled.n_pairs == 3 and compiled.low < compiled.ratio < compiled.high
+    assert 1.08 < compiled.ratio < 1.12 and compiled.p_value < 0.01
+    assert 0.98 < found[("time", "vrelu3/pt/fwd/1024")][b1.id].ratio < 1.02
+    assert (store / links.LINKS_DIR / os.path.basename(b1.file)).is_file()
+    assert _rebuilt_dump(store, tmp_path / "copy") == _state(store)[0]
+    os.unlink(store / history.INDEX_NAME)  # the index comes back from the files alone
+    assert _state(store)[0] == _rebuilt_dump(store, tmp_path / "copy")
+
+
+@pytest.mark.parametrize("case", ["base not stored", "not an ab folder", "two runs"])
+def test_a_bad_ab_folder_is_refused_in_one_line_and_nothing_is_written(
+        tmp_path: Path, case: str) -> None:
+    store = tmp_path / "store"
+    api.history_add([_plain(tmp_path, 0)], str(store))
+    before = _state(store)
+    if case == "base not stored":
+        folder = _ab_folder(tmp_path, 0, 1, base_label="b-gone")
+        expected = "'b-gone', which the store"
+    elif case == "not an ab folder":
+        folder = str(tmp_path / "plain")
+        os.mkdir(folder)
+        _plain(Path(folder), 1)
+        expected = "is not a folder written by run-benchmarks ab"
+    else:
+        folder = _ab_folder(tmp_path, 0, 1)
+        other = _ab_folder(tmp_path, 0, 2)
+        os.replace(os.path.join(other, "b2.json"), os.path.join(folder, "b2.json"))
+        expected = "is not a folder written by run-benchmarks ab"
+    proc = cli("history", "add", folder, "--store", store)
+    assert proc.returncode == 2, explain(proc)
+    assert expected in single_error_line(proc)
+    assert _state(store) == before
+
+
+def _drifting_history(tmp_path: Path, *, step_at: int, builds: int = 8) -> Path:
+    """b0 alone, then b1... each in lockstep with the one before, the machine 1.0x or 1.35x
+    slow per night at random; the compiled tool 10 % slower from `step_at` on."""
+    store = tmp_path / "store"
+    api.history_add([_plain(tmp_path, 0)], str(store))
+    rng = random.Random(7)
+    drift = [1.0] + [rng.choice((1.0, 1.35)) for _ in range(builds)]
+    for n in range(1, builds):
+        factor = 1.1 if n == step_at else 1.0  # the link measures n against n-1
+        api.history_add([_ab_folder(tmp_path, n - 1, n, factor=factor, seed=10 * n,
+                                    drift=drift[n])], str(store))
+    return store
+
+
+def test_a_link_finds_the_step_at_its_build_and_the_machine_blames_no_one(
+        tmp_path: Path) -> None:
+    store = _drifting_history(tmp_path, step_at=4)
+    changes = api.history_changes(str(store))
+    described = sorted((c.kind, c.key.kind, c.key.benchmark, c.before.label, c.after.label)
+                       for c in changes)
+    assert described == [("slower", "time", f"vrelu3/compiled/fwd/{c}", "b3", "b4")
+                         for c in ("1024", "16384")], described
+    assert all(c.change.detail == links.LINK_DETAIL for c in changes)
+
+
+def test_a_link_across_environments_is_an_environment_event_never_a_regression(
+        tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    api.history_add([_plain(tmp_path, 0)], str(store))
+    api.history_add([_ab_folder(tmp_path, 0, 1, factor=1.3,
+                                new_metadata={"torch_version": "2.14.0"})], str(store))
+    changes = api.history_changes(str(store))
+    assert [c.kind for c in changes] == ["environment"]
+    assert "torch_version 2.13.0 -> 2.14.0" in changes[0].detail
+    assert not any(c.is_regression for c in changes)
+
+
+def _series(n: int) -> history.Series:
+    builds = [history.StoredBuild(i, f"b{i}", f"b{i}.json", "m", "", False, "", "", {}, None, i)
+              for i in range(n)]
+    key = history.SeriesKey("m", "time", "x/pt/fwd/1", "x", "pt", "fwd", "1")
+    return history.Series(key, tuple(history.SeriesPoint(b, "ok", (1.0,), 1.0, 0.0, None)
+                                     for b in builds))
+
+
+def _link(base: int, new: int, ratio: float, se_log: float = 0.01,
+          environment: str = "") -> links.Link:
+    spread = 1.96 * se_log
+    return links.Link(base, new, ratio, ratio * math.exp(-spread), ratio * math.exp(spread),
+                      0.001, se_log, 3, "pairs", environment)
+
+
+def test_the_chained_timeline_multiplies_links_and_its_interval_grows() -> None:
+    series = _series(6)
+    # No link into build 3: a new chain starts there; the link into 5 crosses environments.
+    by_new = {1: _link(0, 1, 1.10), 2: _link(1, 2, 1.0), 4: _link(3, 4, 0.9),
+              5: _link(4, 5, 1.2, environment="torch_version a -> b")}
+    chains = links.chained_timeline(series, by_new)
+    assert [[p.position for p in c] for c in chains] == [[0, 1, 2], [3, 4]]
+    first = chains[0]
+    assert [round(p.level, 6) for p in first] == [1.0, 1.1, 1.1]
+    widths = [p.high / p.low for p in first]
+    assert widths[0] == 1.0 < widths[1] < widths[2]
+    assert all(p.low <= p.level <= p.high for c in chains for p in c)
+
+
+def test_link_changes_leave_small_and_status_changing_links_alone() -> None:
+    series = _series(4)
+    points = list(series.points)
+    points[3] = history.SeriesPoint(points[3].build, "incorrect", (1.0,), 1.0, 0.0, None)
+    series = history.Series(series.key, tuple(points))
+    by_new = {1: _link(0, 1, 1.03), 2: _link(1, 2, 0.8), 3: _link(2, 3, 1.5)}
+    changes, covered = links.link_changes(series, by_new, min_effect=0.05)
+    assert covered == {1, 2, 3}
+    assert [(c.kind, c.before, c.after) for c in changes] == [("faster", 1, 2)]
+
+
+# ---- killed adds ------------------------------------------------------------------------
+
+def _add_command(store: Path, path: str) -> list[str]:
+    return [*run_benchmarks_command(), "history", "add", path, "--store", str(store)]
+
+
+def _check_after_kill(store: Path, scratch: Path, must_hold: list[str]) -> list[str]:
+    """The store opens, equals its rebuild and holds every build reported added; return its
+    labels."""
+    dump, _ = _state(store)
+    assert dump == _rebuilt_dump(store, scratch)
+    with history.open_store(str(store)) as s:
+        labels = [b.label for b in s.builds()]
+    assert set(must_hold) <= set(labels), labels
+    return labels
+
+
+@pytest.mark.parametrize("point", ["copied", "committed", "renamed-one", "renamed"])
+def test_an_add_killed_at_a_named_point_leaves_a_store_equal_to_its_rebuild(
+        tmp_path: Path, point: str) -> None:
+    store = tmp_path / "store"
+    api.history_add([_plain(tmp_path, 0)], str(store))
+    folder = _ab_folder(tmp_path, 0, 1)
+    proc = subprocess.run(_add_command(store, folder), capture_output=True, text=True,
+                          env={**os.environ, journal.KILL_AT_VARIABLE: point})
+    assert proc.returncode == -signal.SIGKILL, explain(proc)
+    labels = _check_after_kill(store, tmp_path / "copy", ["b0"])
+    # Killed before its commit the add never happened; after it, the open finished it.
+    assert labels == (["b0"] if point == "copied" else ["b0", "b1"])
+    if point == "copied":
+        assert any(".adding-" in n for n in os.listdir(store / history.BUILDS_DIR))
+        api.history_add([folder], str(store))  # the retry succeeds and cleans up
+    leftovers = [n for d in (history.BUILDS_DIR, links.LINKS_DIR)
+                 for n in os.listdir(store / d) if not n.endswith(".json")]
+    assert leftovers == []
+    assert _check_after_kill(store, tmp_path / "copy", ["b0", "b1"]) == ["b0", "b1"]
+
+
+def test_adds_killed_at_random_moments_never_break_the_store(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    api.history_add([_plain(tmp_path, 0)], str(store))
+    started = time.monotonic()
+    api.history_add([_ab_folder(tmp_path, 0, 1)], str(store))
+    one_add_s = time.monotonic() - started + 1.5  # plus the command's start
+    rng = random.Random(2)
+    held = ["b0", "b1"]
+    for n in range(2, 8):
+        folder = _ab_folder(tmp_path, n - 1, n, seed=n)
+        proc = subprocess.Popen(_add_command(store, folder), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        time.sleep(rng.uniform(0.2, one_add_s))
+        proc.send_signal(signal.SIGKILL)
+        out, _ = proc.communicate()
+        if proc.returncode == 0:
+            held.append(f"b{n}")  # reported added before the kill came
+        held = _check_after_kill(store, tmp_path / "copy", held)
+        if f"b{n}" not in held:  # the next add of the same folder succeeds
+            api.history_add([folder], str(store))
+            held = _check_after_kill(store, tmp_path / "copy", [*held, f"b{n}"])
+    assert held == [f"b{n}" for n in range(8)]
+    leftovers = [n for d in (history.BUILDS_DIR, links.LINKS_DIR)
+                 for n in os.listdir(store / d) if not n.endswith(".json")]
+    assert leftovers == []
