@@ -1,6 +1,6 @@
 """Writing files safely: the check before measuring that a path can be written, and atomic
-writes (temporary file, fsync, rename). Used by the worker, results, the store and the
-renderers alike; imports nothing else of kscperf but errors.
+writes (temporary file, fsync unless the file is scratch, rename). Used by the worker,
+results, the store and the renderers alike; imports nothing else of kscperf but errors.
 """
 
 from __future__ import annotations
@@ -36,16 +36,20 @@ def check_writable(path: str, replace: bool, *, resumable: bool = True,
         raise KscperfError(f"cannot write results to {path}: {exc.strerror or exc}.") from None
 
 
-def write_text_atomic(path: str, text: str, what: str) -> None:
+def write_text_atomic(path: str, text: str, what: str, *, durable: bool = True) -> None:
     """Write `text` as UTF-8 to `path` atomically, as `write_bytes_atomic` does."""
-    write_bytes_atomic(path, text.encode("utf-8"), what)
+    write_bytes_atomic(path, text.encode("utf-8"), what, durable=durable)
 
 
-def write_bytes_atomic(path: str, raw: bytes, what: str) -> None:
+def write_bytes_atomic(path: str, raw: bytes, what: str, *, durable: bool = True) -> None:
     """Write `raw` to `path` atomically (a temporary file in the same folder, synced, then
     renamed): a reader sees the old file or the new one, never half of one. The file gets
     the permissions any new file gets under the umask. Raises KscperfError naming `what`
-    ("results", "the report") when it cannot be written."""
+    ("results", "the report") when it cannot be written.
+
+    `durable=False` skips the sync, for scratch files that only a process on this machine
+    reads before the run ends (a worker's result): the rename stays atomic for that reader,
+    and the sync would cost milliseconds per file on a busy disk."""
     if os.path.isdir(path):
         raise KscperfError(f"{path} is a directory; -o needs a file name.")
     directory = os.path.dirname(os.path.abspath(path))
@@ -58,7 +62,8 @@ def write_bytes_atomic(path: str, raw: bytes, what: str) -> None:
         with os.fdopen(fd, "wb") as fp:
             fp.write(raw)
             fp.flush()
-            os.fsync(fp.fileno())
+            if durable:
+                os.fsync(fp.fileno())
         # mkstemp makes the file readable by its owner only; results and reports are shared.
         umask = os.umask(0)
         os.umask(umask)

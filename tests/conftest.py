@@ -1,5 +1,7 @@
 """Test-session hooks: tests marked `needs_cuda` are skipped, with the reason, where torch
-sees no CUDA device. tools/gpu-check runs them on a machine that has one."""
+sees no CUDA device (tools/gpu-check runs them on a machine that has one); tests marked
+`slow` are `integration` tests too, so that the fast lane `-m "not integration"` leaves out
+both."""
 
 from __future__ import annotations
 
@@ -17,6 +19,9 @@ def _cuda_missing() -> str:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("slow") is not None:
+            item.add_marker(pytest.mark.integration)
     cuda_items = [item for item in items if item.get_closest_marker("needs_cuda")]
     # torch is imported only when a CUDA test was collected.
     reason = _cuda_missing() if cuda_items else ""

@@ -14,6 +14,8 @@ import kscperf
 from kscperf.errors import CellStatus
 from runner_testing import DEFS
 
+pytestmark = pytest.mark.integration
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -33,8 +35,10 @@ def test_the_documented_example_runs(tmp_path: Path) -> None:
     assert lines[0] == "base 0 ['ok', 'ok', 'ok', 'ok']"
     assert lines[1] == "new 0 ['ok', 'ok', 'ok', 'ok']"
     verdicts = [ln.split()[1] for ln in lines[2:-1]]
-    # machine-shift: the machine's speed moved between the two runs (docs/method.md).
-    assert len(verdicts) == 4 and set(verdicts) <= {"same", "slower", "faster", "machine-shift"}
+    # Two runs of one build: any change called would be a false one. machine-shift: the
+    # machine's speed moved between the runs, or could not be ruled out (docs/method.md).
+    # How well verdicts hold on a changing machine is tested in test_compare_runs.py.
+    assert len(verdicts) == 4 and set(verdicts) <= {"same", "machine-shift"}, lines
     report = Path(lines[-1].removeprefix("wrote "))
     assert report.is_file() and "relu2" in report.read_text(encoding="utf-8")
 

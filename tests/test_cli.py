@@ -17,6 +17,8 @@ import pytest
 
 from runner_testing import DEFS, QUICK, cells_of, cli, explain, load_doc, single_error_line
 
+pytestmark = pytest.mark.integration
+
 TOY = DEFS / "toy.py"
 SEEDED = DEFS / "seeded.py"
 WRONG = DEFS / "wrong.py"

@@ -400,6 +400,7 @@ def test_names_from_files_are_escaped(tmp_path: Path) -> None:
     assert json.loads(as_json)["benchmarks"][0]["model"] == evil
 
 
+@pytest.mark.integration
 def test_pyperf_compare_to_still_reads_the_files(files: dict[str, Path]) -> None:
     done = subprocess.run([sys.executable, "-m", "pyperf", "compare_to", str(files["base"]),
                            str(files["slow"])], capture_output=True, text=True, timeout=120)

@@ -29,6 +29,8 @@ import pytest
 
 from runner_testing import cli
 
+pytestmark = pytest.mark.integration
+
 WORK = Path(__file__).parent / "fixtures" / "work" / "work.py"
 SELECTION = [str(WORK), "--tools", "pt,ptnice", "--tasks", "inference", "-q"]
 

@@ -62,6 +62,7 @@ def test_teardown_returns_cuda_memory_over_several_configs() -> None:
             assert c["allocated_after_bytes"] == cell["baseline_bytes"], (cell["task"], c)
 
 
+@pytest.mark.integration
 def test_out_of_memory_is_oom_and_the_next_config_runs(tmp_path: Path) -> None:
     out = tmp_path / "oom.json"
     proc = cli(FIXTURES / "cuda" / "oomprobe.py", "--tools", "pt_cuda", "--tasks",
@@ -73,6 +74,7 @@ def test_out_of_memory_is_oom_and_the_next_config_runs(tmp_path: Path) -> None:
     assert cells["fits_after"]["status"] == "ok", cells["fits_after"]
 
 
+@pytest.mark.integration
 def test_fork_server_never_initialises_cuda_and_its_child_computes_on_cuda(
         tmp_path: Path) -> None:
     spec_path, result_path = tmp_path / "spec.json", tmp_path / "result.json"
@@ -99,6 +101,7 @@ def test_fork_server_never_initialises_cuda_and_its_child_computes_on_cuda(
     assert gpucheck.cuda_handles(os.getpid())
 
 
+@pytest.mark.integration
 def test_model_defined_cuda_tools_build_and_run(tmp_path: Path) -> None:
     out = tmp_path / "manual.json"
     proc = cli(RELU3, "--tools", "manual_cuda,manual_cuda_transfer", "--tasks", "fwd,bwd",

@@ -23,6 +23,8 @@ from kscperf.errors import CellStatus
 from runner_testing import chromium, cli, console_messages, explain, needs_chromium, \
     single_error_line
 
+pytestmark = pytest.mark.integration
+
 EVIL = "<script>alert(1)</script>"
 BUILDS = 9
 
@@ -126,10 +128,22 @@ def test_a_store_without_builds_is_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "site").exists()
 
 
+def _site_files(out: Path) -> dict[str, str]:
+    """Every file of a site by its path in the site, with the time it was built left out."""
+    return {str(p.relative_to(out)): re.sub(r"built \d{4}-\d\d-\d\dT[\d:]+\.", "built <time>.",
+                                            p.read_text(encoding="utf-8"))
+            for p in sorted(out.rglob("*")) if p.is_file()}
+
+
 def test_the_api_writes_the_same_site(site: tuple[Path, Path], tmp_path: Path) -> None:
-    store, _ = site
+    store, by_cli = site
     front = api.build_dashboard(str(store), str(tmp_path / "again"))
-    assert Path(front).read_text(encoding="utf-8").count("<tr data-filter") > 10
+    assert Path(front) == tmp_path / "again" / "index.html"
+    again, expected = _site_files(tmp_path / "again"), _site_files(by_cli)
+    assert sorted(again) == sorted(expected)
+    for name, text in expected.items():
+        assert again[name] == text, name
+    assert "built <time>." in expected["index.html"]
 
 
 def test_an_output_that_is_a_file_is_refused_with_one_line(site: tuple[Path, Path],

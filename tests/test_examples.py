@@ -27,6 +27,8 @@ from kscperf import cli, history
 from runner_testing import DEFS, ROOT, explain, load_doc, run_benchmarks_command
 from test_docs import broken_links
 
+pytestmark = pytest.mark.integration
+
 EXAMPLES = ROOT / "examples"
 WORKFLOW = EXAMPLES / "github-actions" / "nightly.yml"
 SLURM = EXAMPLES / "slurm"

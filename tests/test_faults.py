@@ -16,6 +16,8 @@ import pytest
 
 from runner_testing import cli
 
+pytestmark = pytest.mark.integration
+
 FAULTS = Path(__file__).parent / "fixtures" / "faults"
 QUICK = ["--fast", "--values", "2", "--warmups", "0", "--min-time", "0.001"]
 

@@ -27,6 +27,7 @@ def run_gpu_check(*args: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=300, cwd=ROOT)
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(cuda_driver_present(), reason="this machine has an NVIDIA driver")
 def test_without_a_cuda_device_it_says_so_in_one_line_and_exits_3(tmp_path: Path) -> None:
     proc = run_gpu_check("--out", str(tmp_path / "out"))
@@ -35,12 +36,14 @@ def test_without_a_cuda_device_it_says_so_in_one_line_and_exits_3(tmp_path: Path
     assert not (tmp_path / "out" / "gpu-check.json").exists()
 
 
+@pytest.mark.integration
 def test_bad_usage_exits_2() -> None:
     proc = run_gpu_check("--device", "tpu")
     assert proc.returncode == gpucheck.EXIT_USAGE == 2, explain(proc)
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.integration
 def test_a_cpu_run_prints_each_check_and_writes_both_reports(tmp_path: Path) -> None:
     proc = run_gpu_check("--device", "cpu", "--out", str(tmp_path))
     assert proc.returncode in (0, 1), explain(proc)
@@ -67,6 +70,7 @@ def test_a_cpu_run_prints_each_check_and_writes_both_reports(tmp_path: Path) -> 
     assert doc["facts_before"]["cuda_available"] is False
 
 
+@pytest.mark.integration
 def test_a_section_past_its_cap_is_stopped_and_is_one_failed_line(tmp_path: Path) -> None:
     kit = gpucheck.Kit("cpu", str(tmp_path))
     kit.guarded("agreement", kit.agreement, 0.5, "quick")
@@ -171,6 +175,7 @@ def test_fork_must_be_five_times_cheaper_than_spawn() -> None:
     assert gpucheck.judge_fork_cost(0.8, 3.8).status is Status.FAIL
 
 
+@pytest.mark.integration
 def test_each_pytest_case_becomes_a_check(tmp_path: Path) -> None:
     (tmp_path / "test_three.py").write_text(
         "import pytest\n"

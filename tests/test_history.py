@@ -94,6 +94,7 @@ _BAD_FILES = {
 }
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("what", sorted(_BAD_FILES))
 def test_bad_or_foreign_files_are_refused_with_one_line_and_the_store_is_intact(
         tmp_path: Path, what: str) -> None:
@@ -110,6 +111,7 @@ def test_bad_or_foreign_files_are_refused_with_one_line_and_the_store_is_intact(
     assert _state(store) == before
 
 
+@pytest.mark.integration
 def test_a_store_is_never_made_in_a_folder_that_is_not_one(tmp_path: Path) -> None:
     (tmp_path / "stuff").mkdir()
     (tmp_path / "stuff" / "notes.txt").write_text("mine")
@@ -178,6 +180,7 @@ def _history(tmp_path: Path, n: int, **per_build: Any) -> str:
     return store
 
 
+@pytest.mark.integration
 def test_a_planted_slowdown_is_found_at_its_build_and_nothing_else(tmp_path: Path) -> None:
     store = _history(tmp_path, 10, factor=lambda i: 1.3 if i >= 5 else 1.0)
     changes = api.history_changes(store)
@@ -198,6 +201,7 @@ def test_a_planted_slowdown_is_found_at_its_build_and_nothing_else(tmp_path: Pat
     assert "| slower | vrelu3/compiled/fwd/1024 | time | b4 (0004cccccccc) |" in markdown.stdout
 
 
+@pytest.mark.integration
 def test_an_environment_change_is_an_event_never_a_regression(tmp_path: Path) -> None:
     # The new torch is 30 % slower for the compiled tool: the environment, not build b5.
     store = _history(tmp_path, 10, factor=lambda i: 1.3 if i >= 5 else 1.0,
@@ -213,6 +217,7 @@ def test_an_environment_change_is_an_event_never_a_regression(tmp_path: Path) ->
     assert check.returncode == 0, explain(check)
 
 
+@pytest.mark.integration
 def test_a_machine_that_changed_speed_is_an_event_never_a_regression(tmp_path: Path) -> None:
     # From b5 on, the whole machine ran 1.4x slower: its canary says so, no build is to blame.
     store = _history(tmp_path, 10, machine=lambda i: 1.4 if i >= 5 else 1.0)
@@ -240,6 +245,7 @@ def test_builds_without_a_canary_are_not_a_machine_change(tmp_path: Path) -> Non
         assert [b.machine_scores is None for b in s.builds()] == [False] * 4 + [True]
 
 
+@pytest.mark.integration
 def test_history_check_fails_when_the_newest_build_opens_a_regression(tmp_path: Path) -> None:
     quiet = _history(tmp_path / "quiet", 8)
     ok = cli("history", "check", "--store", quiet)
@@ -258,6 +264,7 @@ def test_history_check_fails_when_the_newest_build_opens_a_regression(tmp_path: 
     assert "run-benchmarks compare" in failed.stdout and "git bisect start" in failed.stdout
 
 
+@pytest.mark.integration
 def test_a_regression_that_comes_with_a_small_machine_change_is_still_found(
         tmp_path: Path) -> None:
     # b6 is 50 % slower for the compiled tool while the machine is 5 % slower: 5 % cannot
@@ -281,6 +288,7 @@ def test_a_wobbling_machine_does_not_hide_a_step(tmp_path: Path) -> None:
                      ("vrelu3/compiled/fwd/16384", "slower", "b5", "b6")}, changes
 
 
+@pytest.mark.integration
 def test_a_cell_that_crashes_before_its_configs_is_a_regression(tmp_path: Path) -> None:
     store = _history(tmp_path, 6)
     crashed = synthetic.write_build(
@@ -299,6 +307,7 @@ def test_a_cell_that_crashes_before_its_configs_is_a_regression(tmp_path: Path) 
         ("vrelu3/pt/fwd/1024", "crashed"), ("vrelu3/pt/fwd/16384", "crashed")}, opened
 
 
+@pytest.mark.integration
 def test_two_copies_of_one_build_in_the_store_are_one_line_naming_both(tmp_path: Path) -> None:
     store = _history(tmp_path, 2)
     builds = store + "/" + history.BUILDS_DIR
@@ -309,6 +318,7 @@ def test_two_copies_of_one_build_in_the_store_are_one_line_naming_both(tmp_path:
     assert stored in line and "copy.json" in line
 
 
+@pytest.mark.integration
 def test_the_same_file_given_twice_is_refused_and_the_store_is_intact(tmp_path: Path) -> None:
     store = _history(tmp_path, 2)
     before = _state(Path(store))
@@ -320,6 +330,7 @@ def test_the_same_file_given_twice_is_refused_and_the_store_is_intact(tmp_path: 
     assert api.history_rebuild(store) == 2
 
 
+@pytest.mark.integration
 def test_concurrent_adds_of_one_file_add_it_once(tmp_path: Path) -> None:
     store = _history(tmp_path, 2)
     new = _build(tmp_path, 2)
@@ -355,6 +366,7 @@ def _bisect_exit(tmp_path: Path, script: str, run_rc: int, writes: bool, compare
     return subprocess.run(["sh", "-c", script], env=env, cwd=tmp_path).returncode
 
 
+@pytest.mark.integration
 def test_the_bisect_recipe_blames_only_a_regression_and_names_files_absolutely(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _history(tmp_path, 8, factor=lambda i: 1.3 if i >= 5 else 1.0)
@@ -374,6 +386,7 @@ def test_the_bisect_recipe_blames_only_a_regression_and_names_files_absolutely(
     assert _bisect_exit(tmp_path, script, 2, False, 0) == 125  # the run wrote nothing: skip
 
 
+@pytest.mark.integration
 def test_a_refused_first_add_leaves_no_store_behind(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("this is not JSON\n")

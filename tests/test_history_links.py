@@ -94,6 +94,7 @@ def test_an_ab_folder_adds_the_new_build_and_a_link_the_index_rebuilds(tmp_path:
     assert _state(store)[0] == _rebuilt_dump(store, tmp_path / "copy")
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("case", ["base not stored", "not an ab folder", "two runs"])
 def test_a_bad_ab_folder_is_refused_in_one_line_and_nothing_is_written(
         tmp_path: Path, case: str) -> None:
@@ -225,6 +226,7 @@ def _check_after_kill(store: Path, scratch: Path, must_hold: list[str]) -> list[
     return labels
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("point", ["copied", "committed", "renamed-one", "renamed"])
 def test_an_add_killed_at_a_named_point_leaves_a_store_equal_to_its_rebuild(
         tmp_path: Path, point: str) -> None:
@@ -246,6 +248,7 @@ def test_an_add_killed_at_a_named_point_leaves_a_store_equal_to_its_rebuild(
     assert _check_after_kill(store, tmp_path / "copy", ["b0", "b1"]) == ["b0", "b1"]
 
 
+@pytest.mark.integration
 def test_adds_killed_at_random_moments_never_break_the_store(tmp_path: Path) -> None:
     store = tmp_path / "store"
     api.history_add([_plain(tmp_path, 0)], str(store))

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import os
 import random
 import subprocess
@@ -36,8 +37,11 @@ from typing import Any, Callable
 
 import pytest
 
+import kscperf
 import synthetic
 from runner_testing import cli, explain, single_error_line
+
+pytestmark = pytest.mark.integration
 
 MB30 = 30 * 2**20
 EVIL_MODEL = "<script>alert(1)</script>"
@@ -225,13 +229,28 @@ def test_a_valid_file_padded_to_30mb_is_read(pad: Callable[[dict[str, Any]], dic
 def test_zero_times_in_the_kscperf_section_are_read(good_doc: tuple[Path, dict[str, Any]],
                                                     tmp_path: Path) -> None:
     doc = copy.deepcopy(good_doc[1])
-    next(r for r in doc["kscperf"]["runs"] if r["compile_s"])["compile_s"] = 0.0
-    config = doc["kscperf"]["runs"][0]["configs"][0]
+    compiled = next(r for r in doc["kscperf"]["runs"] if r["compile_s"])
+    compiled["compile_s"] = 0.0
+    first = doc["kscperf"]["runs"][0]
+    config = first["configs"][0]
     config["values"][0], config["prep_s"] = 0.0, 0.0
     path = tmp_path / "zeros.json"
     path.write_text(json.dumps(doc))
-    proc = cli("compare", good_doc[0], path)
+    proc = cli("compare", good_doc[0], path, "--format", "json")
     assert proc.returncode == 0, explain(proc)
+    # Every row still has a finite ratio: a zero is never divided by.
+    assert all(math.isfinite(row["ratio"]) for row in json.loads(proc.stdout)["benchmarks"])
+    # And the zeros read as zeros, not as missing times.
+    loaded = kscperf.load(str(path))
+
+    def run_of(raw: dict[str, Any]) -> Any:
+        return next(r for r in loaded.runs if (r.model, r.tool, r.task, r.process_index) == (
+            raw["model"], raw["tool"], raw["task"], raw["process_index"]))
+
+    assert run_of(compiled).compile_s == 0.0
+    read = next(c for c in run_of(first).configs if c.config == config["config"])
+    assert read.values[0] == 0.0 and read.prep_s == 0.0
+    assert read.values[1:] == tuple(config["values"][1:])
 
 
 @pytest.fixture(scope="module")

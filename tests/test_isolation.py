@@ -15,6 +15,8 @@ import pytest
 from kscperf import launch
 from runner_testing import QUICK, cli
 
+pytestmark = pytest.mark.integration
+
 POLLUTION = Path(__file__).parent / "fixtures" / "isolation" / "pollution.py"
 
 

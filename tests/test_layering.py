@@ -40,6 +40,7 @@ def test_the_worker_package_imports_torch_and_is_the_only_one() -> None:
     assert any("torch" in imported_modules(p) for p in worker_modules)
 
 
+@pytest.mark.integration
 def test_the_public_surface_leaves_torch_unloaded() -> None:
     code = ("import sys, kscperf, kscperf.api, kscperf.cli\n"
             + "".join(f"import {_module_name(p)}\n" for p in PARENT_MODULES

@@ -10,8 +10,12 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from kscperf.lockstep import TurnPipes, Turns
 from runner_testing import cli
+
+pytestmark = pytest.mark.integration
 
 WORK = Path(__file__).parent / "fixtures" / "work" / "work.py"
 

@@ -189,6 +189,7 @@ def test_cpu_clock_measures_real_time() -> None:
     assert 0.005 <= raw < 1.0
 
 
+@pytest.mark.integration
 def test_measure_does_not_import_torch() -> None:
     import subprocess
 

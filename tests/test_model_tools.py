@@ -46,6 +46,7 @@ def own_tools_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {"proc": proc, "doc": load_doc(out)}
 
 
+@pytest.mark.integration
 def test_every_planted_fault_is_caught(own_tools_run: dict[str, Any]) -> None:
     doc = own_tools_run["doc"]
     got = {tool: tuple(statuses(doc, "cube", tool, task) for task in TASKS) for tool in EXPECTED}
@@ -55,12 +56,14 @@ def test_every_planted_fault_is_caught(own_tools_run: dict[str, Any]) -> None:
     assert "Traceback" not in own_tools_run["proc"].stderr
 
 
+@pytest.mark.integration
 def test_model_tools_run_for_their_own_model_only(own_tools_run: dict[str, Any]) -> None:
     cells = cells_of(own_tools_run["doc"])
     assert {tool for (model, tool, _, _) in cells if model == "toy"} == {"pt"}
     assert statuses(own_tools_run["doc"], "cube", "pt", "bwd") == {"ok"}
 
 
+@pytest.mark.integration
 def test_factory_that_raises_fails_in_compile(own_tools_run: dict[str, Any]) -> None:
     cell = cells_of(own_tools_run["doc"])["cube", "raises", "bwd", None]
     assert cell["phase"] == "compile"
@@ -70,18 +73,21 @@ def test_factory_that_raises_fails_in_compile(own_tools_run: dict[str, Any]) -> 
     assert "cube_tool_notcallable is a int, not a function" in bad["reason"]
 
 
+@pytest.mark.integration
 def test_ignored_cotangent_is_incorrect(own_tools_run: dict[str, Any]) -> None:
     cell = cells_of(own_tools_run["doc"])["cube", "cotangent", "bwd", "8"]
     assert cell["reason"].startswith("gradient differs from the float64 reference")
     assert cell["check"]["passed"] is False
 
 
+@pytest.mark.integration
 def test_undeclared_task_is_unsupported_with_the_reason(own_tools_run: dict[str, Any]) -> None:
     cell = cells_of(own_tools_run["doc"])["cube", "nobwd", "bwd", None]
     assert cell["reason"] == "nobwd does not support bwd: planted: this tool has no backward"
     assert cell["phase"] == "compile"
 
 
+@pytest.mark.integration
 def test_compile_prep_and_teardown_are_timed(own_tools_run: dict[str, Any]) -> None:
     doc = own_tools_run["doc"]
     good = [r for r in doc["kscperf"]["runs"] if (r["tool"], r["task"]) == ("good", "fwd")]
@@ -96,6 +102,7 @@ def test_compile_prep_and_teardown_are_timed(own_tools_run: dict[str, Any]) -> N
     assert len(compile_line) == 2 + 4 * 2 and "-" not in compile_line, compile_line
 
 
+@pytest.mark.integration
 def test_list_shows_model_tools_and_tools_filter(tmp_path: Path) -> None:
     proc = cli("list", MODEL_TOOLS / "own_tools.py", DEFS / "toy.py", "--tools", "good,pt",
                "--tasks", "bwd")
@@ -181,6 +188,7 @@ def test_knossos_cuda_tools_are_skipped_without_a_gpu(knossos_run: dict[str, Any
             assert "GPU" in cell["reason"] or "CUDA" in cell["reason"]
 
 
+@pytest.mark.integration
 def test_plugin_with_a_missing_dependency_is_skipped(tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     proc = cli("run", DEFS / "toy.py", *QUICK, "--tools", "missing", "--tasks", "inference",

@@ -11,6 +11,8 @@ import pytest
 
 from runner_testing import DEFS, QUICK, cells_of, cli, explain, load_doc, statuses
 
+pytestmark = pytest.mark.integration
+
 pytest.importorskip("onnxruntime", reason="the onnx extra is not installed")
 
 

@@ -69,6 +69,7 @@ def planted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {"proc": proc, "doc": load_doc(out), "out": out}
 
 
+@pytest.mark.integration
 def test_every_planted_fault_is_caught_task_by_task(planted: dict[str, Any]) -> None:
     doc = planted["doc"]
     # every config of a cell has the one expected status
@@ -78,11 +79,13 @@ def test_every_planted_fault_is_caught_task_by_task(planted: dict[str, Any]) -> 
     assert got == expected, explain(planted["proc"])
 
 
+@pytest.mark.integration
 def test_incorrect_exits_1(planted: dict[str, Any]) -> None:
     assert planted["proc"].returncode == 1, explain(planted["proc"])
     assert "Traceback" not in planted["proc"].stderr
 
 
+@pytest.mark.integration
 def test_ignored_cotangent_is_reported_with_its_errors(planted: dict[str, Any]) -> None:
     cells = cells_of(planted["doc"])
     for tool in ("cotangent", "ep_cotangent"):
@@ -97,11 +100,13 @@ def test_ignored_cotangent_is_reported_with_its_errors(planted: dict[str, Any]) 
         assert cells["toy", tool, "fwd", "8"]["check"]["max_abs_err"] < 1e-5
 
 
+@pytest.mark.integration
 def test_scaled_backward_error_is_half_the_gradient(planted: dict[str, Any]) -> None:
     check = cells_of(planted["doc"])["toy", "bwd_scaled", "bwd", "8"]["check"]
     assert check["max_rel_err"] == pytest.approx(0.5, rel=1e-4)
 
 
+@pytest.mark.integration
 def test_forward_faults_are_reported_with_their_errors(planted: dict[str, Any]) -> None:
     cells = cells_of(planted["doc"])
     for task in ("inference", "fwd"):
@@ -113,6 +118,7 @@ def test_forward_faults_are_reported_with_their_errors(planted: dict[str, Any]) 
                                  "1 NaN or Inf value(s) where the reference is finite")
 
 
+@pytest.mark.integration
 def test_unsupported_plugin_carries_its_message(planted: dict[str, Any]) -> None:
     cells = cells_of(planted["doc"])
     for task in TASKS:
@@ -122,6 +128,7 @@ def test_unsupported_plugin_carries_its_message(planted: dict[str, Any]) -> None
         assert cell["phase"] == "compile"
 
 
+@pytest.mark.integration
 def test_incorrect_cells_are_still_timed(planted: dict[str, Any]) -> None:
     import pyperf
 
@@ -133,6 +140,7 @@ def test_incorrect_cells_are_still_timed(planted: dict[str, Any]) -> None:
     assert "toy/correct/bwd:compile" in names  # a plug-in's compile time is recorded
 
 
+@pytest.mark.integration
 def test_plugin_names_are_found_without_importing_them(tmp_path: Path) -> None:
     import subprocess
     import sys
@@ -147,6 +155,7 @@ def test_plugin_names_are_found_without_importing_them(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-c", code], check=True, env=env)
 
 
+@pytest.mark.integration
 def test_list_shows_entry_point_and_option_tools(tmp_path: Path) -> None:
     site = make_entry_point_dist(tmp_path / "site")
     proc = cli("list", DEFS / "toy.py", "--tools", "ep_correct,mine_cuda", "--tasks", "bwd",
@@ -157,6 +166,7 @@ def test_list_shows_entry_point_and_option_tools(tmp_path: Path) -> None:
     assert lines[1].startswith("toy/mine_cuda/bwd ")
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("option, message", [
     ("plugins", "is not of the form [NAME=]module:object"),
     ("my-tool=plugins:correct", "is not an identifier"),

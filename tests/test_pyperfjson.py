@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 
 import pyperf
+import pytest
+
 from kscperf.errors import CellStatus
 from kscperf.pyperfjson import pyperf_suite_json
 from kscperf.results import write_results
@@ -77,6 +79,7 @@ def test_no_benchmarks_is_an_empty_suite() -> None:
     assert pyperf_suite_json([skipped], {"build": "b"}) == {"version": "1.0", "benchmarks": []}
 
 
+@pytest.mark.integration
 def test_pyperf_compare_to_reads_two_written_files(tmp_path: Path) -> None:
     base, new = tmp_path / "base.json", tmp_path / "new.json"
     write_results(str(base), synthetic_runs(), synthetic.metadata("base"))

@@ -20,7 +20,7 @@ from kscperf.report import render_report, write_report
 from kscperf.results import load_results
 from runner_testing import chromium, console_messages, needs_chromium
 
-pytestmark = needs_chromium
+pytestmark = [pytest.mark.integration, needs_chromium]
 
 EVIL = "<script>alert(1)</script>"
 

@@ -196,6 +196,7 @@ def test_pyperf_run_metadata(written: Path) -> None:
 
 # -- the file is valid pyperf --------------------------------------------------------------
 
+@pytest.mark.integration
 def test_pyperf_stats_and_check_accept_the_file(written: Path) -> None:
     stats = pyperf("stats", str(written))
     assert stats.returncode == 0, stats.stderr
@@ -207,6 +208,7 @@ def test_pyperf_stats_and_check_accept_the_file(written: Path) -> None:
     assert dumped.returncode == 0, dumped.stderr
 
 
+@pytest.mark.integration
 def test_pyperf_compare_to_compares_two_builds(tmp_path: Path, written: Path) -> None:
     faster = tmp_path / "faster.json"
     write_results(str(faster), sample_runs(scale=0.5), dict(BUILD_MD, build="def456"))
@@ -235,6 +237,7 @@ def test_incomplete_flag_and_atomic_replace(tmp_path: Path) -> None:
     assert sorted(os.listdir(tmp_path)) == ["partial.json"]  # no temporary file left behind
 
 
+@pytest.mark.integration
 def test_non_pyperf_metadata_values_stay_out_of_pyperf(tmp_path: Path) -> None:
     path = tmp_path / "md.json"
     md = dict(BUILD_MD, definition_problems=["a.py: broken"], note="two\nlines", empty="",
@@ -248,6 +251,7 @@ def test_non_pyperf_metadata_values_stay_out_of_pyperf(tmp_path: Path) -> None:
 
 # -- merge ---------------------------------------------------------------------------------
 
+@pytest.mark.integration
 def test_merge_shards_of_one_build(tmp_path: Path) -> None:
     runs = sample_runs()
     a, b, out = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "all.json"

@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import synthetic
 from kscperf import api, formatting, history
 from kscperf.compare import compare_builds
@@ -102,6 +104,7 @@ def _memory_history(tmp_path: Path) -> list[str]:
             for i in range(12)]
 
 
+@pytest.mark.integration
 def test_a_memory_change_has_one_kind_in_compare_and_history(tmp_path: Path) -> None:
     files = _memory_history(tmp_path)
     compared = cli("compare", files[5], files[6], "--format", "json")
@@ -120,6 +123,7 @@ def test_a_memory_change_has_one_kind_in_compare_and_history(tmp_path: Path) -> 
     assert {c["after"]["build"] for c in slower} == {"b6"}
 
 
+@pytest.mark.integration
 def test_an_index_of_the_old_schema_rebuilds_itself(tmp_path: Path) -> None:
     # A store written by the code before the kinds were unified (schema 3: kinds memory and
     # cuda_memory, fates found by their empty samples), made by that code itself.

@@ -20,9 +20,9 @@ from runner_testing import DEFS, cells_of, cli, explain, load_doc, single_error_
 SELECTION = [str(DEFS / "toy.py"), str(DEFS / "seeded.py"), "--tools",
              "pt_cuda,ptnice_cuda,ts_cuda", "--fast", "-q"]
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.integration, pytest.mark.skipif(
     Path("/proc/driver/nvidia/version").exists() or Path("/dev/nvidiactl").exists(),
-    reason="with an NVIDIA driver the CUDA cells would run")
+    reason="with an NVIDIA driver the CUDA cells would run")]
 
 
 def _run(out: Path, *extra: str) -> Path:

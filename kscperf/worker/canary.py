@@ -14,12 +14,15 @@ and the median kept, because this machine's speed switches on a 10 ms scale and 
 sample is hit by interrupts.
 
 Cost: 2 % of a default-profile run of the shipped suite, most of it the first probe's setup
-in each fresh worker (docs/validation.md, "Machine speed"). Worker side; statistics over the
+in each fresh worker (docs/validation.md, "Machine speed"). The fork server makes the inputs
+once (`prepare`), so a forked worker only warms the parts (its own torch thread pool, its
+own pages of the copy's target) before its first probe. Worker side; statistics over the
 probes are in `kscperf.machine`.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from typing import Any, Callable
@@ -27,7 +30,7 @@ from typing import Any, Callable
 from kscperf.envinfo import now_iso
 from kscperf.spec import CanaryProbe
 
-__all__ = ["REPEATS", "probe_machine"]
+__all__ = ["REPEATS", "prepare", "probe_machine"]
 
 # Enough repeats that the median ignores one interrupt; few enough to stay near 5 ms.
 REPEATS = 5
@@ -47,7 +50,9 @@ def _python_loop() -> None:
 
 
 class _Arrays:
-    """The numpy inputs, made once per process outside every timed part."""
+    """The inputs, made once per process outside every timed part, or once in the fork
+    server for all its children: making them runs no torch op, so no thread pool exists to
+    be broken by fork()."""
 
     def __init__(self) -> None:
         import numpy as np
@@ -72,17 +77,34 @@ class _Arrays:
 
 
 _arrays: _Arrays | None = None
+# The process that made the first calls of the parts (the fork server never does).
+_warmed_pid: int | None = None
 
 
-def _parts() -> dict[str, Callable[[], Any]]:
+def _inputs() -> _Arrays:
     global _arrays
     if _arrays is None:
         _arrays = _Arrays()
-        # First calls page in the arrays and the code paths; not part of any probe.
-        for part in (_arrays.transcendental, _arrays.matmul, _arrays.memory_copy):
+    return _arrays
+
+
+def prepare() -> None:
+    """Make the canary's inputs in this process, if not made yet (importing numpy.random
+    with them): the fork server calls it once, so that its children share them."""
+    _inputs()
+
+
+def _parts() -> dict[str, Callable[[], Any]]:
+    global _warmed_pid
+    arrays = _inputs()
+    if _warmed_pid != os.getpid():
+        # First calls in this process start torch's thread pool, fault in the copy's target
+        # and page in the code paths; not part of any probe.
+        for part in (arrays.transcendental, arrays.matmul, arrays.memory_copy):
             part()
-    return {"python_loop": _python_loop, "transcendental": _arrays.transcendental,
-            "matmul": _arrays.matmul, "memory_copy": _arrays.memory_copy}
+        _warmed_pid = os.getpid()
+    return {"python_loop": _python_loop, "transcendental": arrays.transcendental,
+            "matmul": arrays.matmul, "memory_copy": arrays.memory_copy}
 
 
 def probe_machine(when: str) -> CanaryProbe:
