@@ -26,8 +26,6 @@ import json
 import os
 import random
 import shutil
-import sys
-import tempfile
 import time
 import zlib
 from dataclasses import dataclass
@@ -44,7 +42,7 @@ from kscperf.fileio import write_text_atomic
 from kscperf.compilepanel import CompilePanel
 from kscperf.spec import CanaryProbe, CellResult, CellSpec, CheckResult, ConfigResult, partial_result_path, \
     phase_path
-from kscperf.worker import canary, check, compilepanel, measure, tasks
+from kscperf.worker import caches, canary, check, compilepanel, measure, tasks
 from kscperf.worker.failures import reason_for, status_for
 from kscperf.worker.tools import Built, ToolImpl, Unavailable, Unsupported, as_built, load_tool
 from kscperf.worker.torchinfo import torch_info
@@ -549,9 +547,9 @@ def main(spec_path: str, result_path: str) -> int:
     (and the result so far, after each config, beside it); 0 whenever it wrote one."""
     with open(spec_path, encoding="utf-8") as fp:
         spec = CellSpec.from_dict(json.load(fp))
-    cache = _cold_compiler_caches() if spec.compile_cache == "cold" else None
+    cache = caches.cold_compiler_caches() if spec.compile_cache == "cold" else None
     if cache is None:
-        os.environ.setdefault("TORCH_EXTENSIONS_DIR", _warm_extensions_dir())
+        os.environ.setdefault("TORCH_EXTENSIONS_DIR", caches.warm_extensions_dir())
     global _phase_fd, _phase_note_len
     if _phase_fd is not None:
         os.close(_phase_fd)
@@ -580,24 +578,3 @@ def _write_result(path: str, result: CellResult, what: str) -> None:
     # crash of the machine loses the orchestrator's run too), and a sync cost 4-12 ms a
     # file on a busy disk, two files a cell.
     write_text_atomic(path, json.dumps(result.to_dict()), what, durable=False)
-
-
-def _cold_compiler_caches() -> str:
-    # Fresh, empty compiler caches make every compile a true cold compile.
-    cache = tempfile.mkdtemp(prefix="kscperf-cold-cache-")
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(cache, "inductor")
-    os.environ["TRITON_CACHE_DIR"] = os.path.join(cache, "triton")
-    # Model tools build C++/CUDA extensions there: a cold build is a true g++ build.
-    os.environ["TORCH_EXTENSIONS_DIR"] = os.path.join(cache, "torch_extensions")
-    return cache
-
-
-def _warm_extensions_dir() -> str:
-    # Kept between runs, per user, and apart for each Python and torch installation, so
-    # that two builds under test (say, the two Pythons of `ab`) never reuse or overwrite
-    # each other's extensions.
-    cache_home = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
-    install = zlib.crc32(f"{sys.executable}:{os.path.dirname(torch.__file__)}".encode())
-    key = (f"py{sys.version_info.major}.{sys.version_info.minor}-torch{torch.__version__}-"
-           f"{install:08x}")
-    return os.path.join(cache_home, "kscperf", "torch_extensions", key)
