@@ -11,7 +11,8 @@ Besides the PyTorch versions it defines two tools of its own, in Knossos's conve
 `vrelu3_embedded_cpp()` (tool `embedded_cpp`), a hand-written C++ forward and backward built
 with torch.utils.cpp_extension.load_inline, and `vrelu3_cuda_init()` (tools `manual_cuda`
 and `manual_cuda_transfer`), the same as a CUDA kernel. Calling either builds the extension
-with g++ (nvcc), which is the tool's compile time.
+with g++ (nvcc), which is the tool's compile time; each also reports that build apart
+from loading the built module, as figures of its own (`compile_figures`).
 
 A benchmark definition in kscperf's plain naming convention: imports torch, never kscperf.
 """
@@ -167,10 +168,41 @@ def _relu3_function(extension: Any) -> type[torch.autograd.Function]:
     return Relu3
 
 
-def vrelu3_embedded_cpp() -> type[torch.autograd.Function]:
-    from torch.utils.cpp_extension import load_inline
+def _load_inline_timed(**options: Any) -> tuple[Any, dict[str, tuple[float, str]]]:
+    """torch.utils.cpp_extension.load_inline(**options), and its figures for the harness:
+    the build (g++ through ninja; a no-op check when the extensions cache is warm) apart
+    from loading the built module. The load is timed around torch's own loader; a torch
+    without it gets one figure for both."""
+    import time
 
-    extension = load_inline(name="kscperf_vrelu3_cpp", cpp_sources=[_CPP_SOURCE],
+    import torch.utils.cpp_extension as cpp_extension
+
+    loader = getattr(cpp_extension, "_import_module_from_library", None)
+    load_s: list[float] = []
+
+    def timed_loader(*args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return loader(*args, **kwargs)  # type: ignore[misc]
+        finally:
+            load_s.append(time.perf_counter() - t0)
+
+    t0 = time.perf_counter()
+    if loader is not None:
+        cpp_extension._import_module_from_library = timed_loader
+    try:
+        extension = cpp_extension.load_inline(**options)
+    finally:
+        if loader is not None:
+            cpp_extension._import_module_from_library = loader
+    total_s = time.perf_counter() - t0
+    if not load_s:
+        return extension, {"build_and_load_s": (total_s, "s")}
+    return extension, {"build_s": (total_s - sum(load_s), "s"), "load_s": (sum(load_s), "s")}
+
+
+def vrelu3_embedded_cpp() -> type[torch.autograd.Function]:
+    extension, figures = _load_inline_timed(name="kscperf_vrelu3_cpp", cpp_sources=[_CPP_SOURCE],
                             functions=["relu3_forward", "relu3_backward"],
                             # at::parallel_for splits the loop over threads only under
                             # OpenMP. Without -fno-trapping-math g++ keeps the selects as
@@ -178,14 +210,17 @@ def vrelu3_embedded_cpp() -> type[torch.autograd.Function]:
                             # mispredict: 20x slower than the vectorized loop.
                             extra_cflags=["-O3", "-fno-trapping-math", "-fopenmp"],
                             extra_ldflags=["-fopenmp"])
-    return _relu3_function(extension)
+    function = _relu3_function(extension)
+    function.compile_figures = figures  # type: ignore[attr-defined]
+    return function
 
 
 def vrelu3_cuda_init() -> type[torch.autograd.Function]:
-    from torch.utils.cpp_extension import load_inline
-
-    extension = load_inline(name="kscperf_vrelu3_cuda", cpp_sources=[_DECLARATIONS],
-                            cuda_sources=[_CUDA_SOURCE],
-                            functions=["relu3_forward", "relu3_backward"],
-                            extra_cuda_cflags=["-O3"])
-    return _relu3_function(extension)
+    extension, figures = _load_inline_timed(name="kscperf_vrelu3_cuda",
+                                            cpp_sources=[_DECLARATIONS],
+                                            cuda_sources=[_CUDA_SOURCE],
+                                            functions=["relu3_forward", "relu3_backward"],
+                                            extra_cuda_cflags=["-O3"])
+    function = _relu3_function(extension)
+    function.compile_figures = figures  # type: ignore[attr-defined]
+    return function

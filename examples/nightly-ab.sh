@@ -17,6 +17,9 @@
 #   BUILD       the build's label                                            git short commit, else a UTC timestamp
 #   RUN_FLAGS   profile and selection flags (ab pairs processes: keep at     (none: the default profile)
 #               least 2 per cell, so not --fast)
+#   AB_BUDGET   seconds the lockstep run may take: it adds process pairs     1800
+#               to every cell whose verdict is still open until each is
+#               resolved (`ab --until-resolved`), and starts none after this
 #
 # It keeps RESULTS/last-nightly.json (the last build's file) and RESULTS/last-nightly.env (its
 # label and Python), and writes RESULTS/BUILD.json (this build's file), RESULTS/BUILD.html (the
@@ -33,6 +36,7 @@ set -euo pipefail
 SUITE=${SUITE:-bench_defs}
 RESULTS=${RESULTS:-nightly-ab}
 RUN_FLAGS=${RUN_FLAGS-}
+AB_BUDGET=${AB_BUDGET:-1800}
 NEW_PYTHON=${NEW_PYTHON:-$(command -v python3)}
 if [ -z "${BUILD:-}" ]; then
     BUILD=$(git rev-parse --short HEAD 2>/dev/null) || BUILD=$(date -u +%Y%m%d-%H%M%S)
@@ -76,7 +80,8 @@ if [ -n "$last_python" ] && [ "$last_build" != "$BUILD" ] \
     status=0
     run-benchmarks ab "${suite[@]}" "${run_flags[@]}" --base-python "$last_python" \
         --base-build "$last_build" --new-python "$NEW_PYTHON" --new-build "$BUILD" \
-        -o "$night" --replace --report "$report" || status=$?
+        --until-resolved --budget "$AB_BUDGET" -o "$night" --replace --report "$report" \
+        || status=$?
     case $status in
         0) ;;
         1) bad=yes ;;

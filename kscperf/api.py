@@ -23,6 +23,7 @@ from kscperf import merge as _merge
 from kscperf import results as _results
 from kscperf.errors import KscperfError
 from kscperf.paths import DEFAULT_STORE
+from kscperf.resolve import OnLook
 from kscperf.stats import DEFAULT_MIN_EFFECT
 from kscperf.session import Build, OnProgress, RunConfig, SessionResult, prepare_session
 
@@ -74,14 +75,18 @@ def run_checks(*paths: str, output: str | None = None, replace: bool = False,
 
 def run_ab(*paths: str, base: Build = Build(label="base"), new: Build = Build(label="new"),
            output_dir: str | None = None, replace: bool = False,
-           on_progress: OnProgress | None = None, **settings: Any) -> SessionResult:
+           on_progress: OnProgress | None = None, on_look: OnLook | None = None,
+           **settings: Any) -> SessionResult:
     """Run the cells of `paths` in two builds at once, their workers taking turns value by
     value, and write `output_dir/<label>.json` for each (default results/ab-<time>/).
     A build is told apart by its Python (`Build(python=...)`) or its environment variables
-    (`Build(env=(("NAME", "value"),))`). Compare the two with `compare_builds(*result.loaded)`."""
+    (`Build(env=(("NAME", "value"),))`). Compare the two with `compare_builds(*result.loaded)`.
+    With `until_resolved=True` (and `min_effect`, `budget_s`), pairs are added to every
+    cell whose run-time verdict is open until it is resolved or the budget is spent;
+    `on_look` is told where the open cells stand after each round."""
     config = _config(paths, settings)
     session = prepare_session(config, [base, new], replace=replace, output_dir=output_dir)
-    return session.run(on_progress)
+    return session.run(on_progress, on_look)
 
 
 def load(path: str) -> _results.LoadedResults:
@@ -157,24 +162,31 @@ def history_rebuild(store: str = DEFAULT_STORE) -> int:
         return len(opened.builds())
 
 
-def history_changes(store: str = DEFAULT_STORE, *,
-                    min_effect: float = DEFAULT_MIN_EFFECT) -> list[Any]:
+def history_changes(store: str = DEFAULT_STORE, *, min_effect: float = DEFAULT_MIN_EFFECT,
+                    include_blind: bool = False) -> list[Any]:
     """Every change found in the history store (`history.HistoryChange`s: slower, faster,
-    environment or status), newest first within each machine class, regressions first."""
+    environment or status), newest first within each machine class, regressions first,
+    each with its series' smallest findable step; with `include_blind` (what `history
+    changes` prints), also a `too-noisy` entry for each series that cannot see a step of
+    `min_effect`."""
     from kscperf import history
 
     with history.open_store(store) as opened:
-        return history.find_changes(opened, min_effect=min_effect)
+        return history.find_changes(opened, min_effect=min_effect, include_blind=include_blind)
 
 
 def history_check(store: str = DEFAULT_STORE, *,
                   min_effect: float = DEFAULT_MIN_EFFECT) -> Any:
     """The store's changes and the regressions opened by its newest build
     (`history.HistoryCheck`; `.failed` when there are any)."""
-    from kscperf import history
+    import dataclasses
+
+    from kscperf import compilehistory, history
 
     with history.open_store(store) as opened:
-        return history.check_newest(opened, min_effect=min_effect)
+        check = history.check_newest(opened, min_effect=min_effect)
+        return dataclasses.replace(check, compile_opened=compilehistory.opened_compile_regressions(
+            opened.builds()))
 
 
 def build_dashboard(store: str = DEFAULT_STORE, output: str = "dashboard", *,

@@ -20,7 +20,21 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Hashable, Mapping, Sequence, TypeVar
 
 from kscperf import stats
-from kscperf.errors import CellStatus
+from kscperf.serieslevels import (
+    MIN_BUILDS_AS_UNITS,
+    MIN_DIFFERENCES,
+    NOISE_FLOOR,
+    OK,
+    BuildPoint,
+    LevelSeries,
+    detectable_step,
+    environment_spans,
+    level_noise_sd,
+    level_series,
+    per_build_min_detectable,
+    stretch_detectable,
+    usable_samples,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -36,22 +50,15 @@ __all__ = [
     "detect_series",
     "control_fdr",
     "series_min_detectable",
+    "detectable_step",
     "segments",
 ]
-
-# The status whose values give a series its level; other statuses are events, not levels.
-_OK = CellStatus.OK
 
 # Binary segmentation splits a stretch of builds while the split explains more than this many
 # times log(builds) of the build-to-build noise variance: Schwarz's log n per parameter
 # (BIC/SIC), tripled for heavier tails than a normal's. It only proposes cuts: the tests
 # decide, so a generous search costs time, not false changes.
 SEARCH_PENALTY = 3.0
-
-# Fewest differences of consecutive builds from which the build-to-build spread is
-# estimated for the minimum detectable effect; in a shorter history one step would be most
-# of the estimate, and only the builds' own minimum detectable effects count.
-_MIN_DIFFERENCES = 10
 
 # A build whose level is this many noise standard deviations away from each of its
 # neighbours (two on each side), in the same direction, is a blip: an outlier.
@@ -61,44 +68,12 @@ BLIP_SDS = 4.0
 # that differs and reverts is an outlier, not a change.
 MIN_SIDE_BUILDS = 2
 
-# Fewest builds on each side of a step for the builds to be the unit of replication of its
-# test; with fewer, Welch's t on per-build medians has under 5 degrees of freedom on a side
-# and can detect little, so the sides' processes are pooled (see `_step_estimate`).
-MIN_BUILDS_AS_UNITS = 6
-
 # An environment segment with fewer usable builds than this is a short history: its single
 # best split is always tested (the search's noise estimate needs more builds), and a side
 # that reaches the segment's edge may hold one build.
 SHORT_HISTORY = 2 * MIN_SIDE_BUILDS + 1
 
-# MAD to standard deviation for normal data.
-_MAD_TO_SD = 1.4826
-
-# Differences of consecutive levels beyond this many (robust) standard deviations are steps
-# or blips, left out of the noise estimate; the variance of a standard normal truncated to
-# +-_TRIM is _TRIMMED_VARIANCE: 1 - 2 c phi(c) / (2 Phi(c) - 1) at c = 3.
-_TRIM = 3.0
-_TRIMMED_VARIANCE = 0.9733
-
 _Key = TypeVar("_Key", bound=Hashable)
-
-
-@dataclass(frozen=True)
-class BuildPoint:
-    """One build's data in one series.
-
-    `samples` are the build's per-process medians (seconds, bytes...), empty when none is
-    usable; `status` the cell status ("ok", "incorrect", "failed", "timeout", ...; "missing"
-    when absent); `environment` a fingerprint whose change between builds is an environment
-    event, `environment_detail` its text for humans; `min_detectable` the build's minimum
-    detectable effect as a fraction (0.05 = 5 %), if known.
-    """
-
-    samples: tuple[float, ...]
-    status: str
-    environment: str
-    environment_detail: str = ""
-    min_detectable: float | None = None
 
 
 @dataclass(frozen=True)
@@ -132,38 +107,6 @@ class Change:
         return self.kind in ("slower", "faster")
 
 
-@dataclass(frozen=True)
-class _Series:
-    """The builds of one environment segment that give the level: status ok with at least
-    one usable sample. `index` maps a position here to the build's index in the series."""
-
-    index: tuple[int, ...]
-    samples: tuple[tuple[float, ...], ...]
-    levels: np.ndarray  # each build's level: the mean log of its per-process medians
-    newest: bool  # the segment is the series' last: its last build may open a change alone
-
-
-def _usable_samples(point: BuildPoint) -> tuple[float, ...]:
-    # Logs need positive finite numbers; NaN marks a value the run could not give.
-    return tuple(float(v) for v in point.samples
-                 if isinstance(v, (int, float)) and math.isfinite(v) and v > 0)
-
-
-def _environment_spans(points: Sequence[BuildPoint]) -> list[tuple[int, int]]:
-    """[start, end) index ranges of builds sharing one environment. A build without a
-    fingerprint (a missing cell) belongs to the span around it."""
-    spans: list[tuple[int, int]] = []
-    start, current = 0, ""
-    for i, point in enumerate(points):
-        if point.environment and current and point.environment != current:
-            spans.append((start, i))
-            start = i
-        if point.environment:
-            current = point.environment
-    spans.append((start, len(points)))
-    return spans
-
-
 def _environment_events(points: Sequence[BuildPoint],
                         spans: list[tuple[int, int]]) -> list[Change]:
     events = []
@@ -182,91 +125,25 @@ def _status_events(points: Sequence[BuildPoint]) -> list[Change]:
             for i in range(1, len(points)) if points[i].status != points[i - 1].status]
 
 
-def _level_series(points: Sequence[BuildPoint], spans: list[tuple[int, int]]
-                  ) -> list[_Series]:
-    """The builds that give the level, per environment span. One pass of numpy over all
-    samples: a 365-build series must take well under a millisecond here."""
-    import numpy as np
-
-    ok = [i for i, p in enumerate(points) if p.status == _OK and p.samples]
-    raw = [points[i].samples for i in ok]
-    counts = np.array([len(r) for r in raw], dtype=int)
-    values = np.fromiter((v for r in raw for v in r), dtype=float, count=int(counts.sum()))
-    with np.errstate(invalid="ignore"):
-        usable = np.isfinite(values) & (values > 0)
-    logs = np.log(np.where(usable, values, 1.0), where=usable, out=np.zeros_like(values))
-    ends = np.cumsum(counts)
-    n_usable = np.diff(np.concatenate(([0], np.cumsum(usable)[ends - 1] if ends.size else [])))
-    sums = np.diff(np.concatenate(([0.0], np.cumsum(logs)[ends - 1] if ends.size else [])))
-    out = []
-    for k, (start, end) in enumerate(spans):
-        kept = [j for j, i in enumerate(ok) if start <= i < end and n_usable[j] > 0]
-        out.append(_Series(
-            tuple(ok[j] for j in kept),
-            tuple(raw[j] if n_usable[j] == counts[j] else _usable_samples(points[ok[j]])
-                  for j in kept),
-            sums[kept] / n_usable[kept], k == len(spans) - 1))
-    return out
-
-
-def _level_noise_sd(series_list: Sequence[_Series]) -> tuple[float, int]:
-    """The standard deviation of one build's log level around its segment's level, from the
-    median absolute difference of consecutive builds (robust to steps and blips), with the
-    number of differences it rests on; (NaN, 0) with fewer than 2."""
-    import numpy as np
-
-    diffs = [np.diff(s.levels) for s in series_list if len(s.index) >= 2]
-    d = np.concatenate(diffs) if diffs else np.empty(0)
-    if d.size < 2:
-        return math.nan, int(d.size)
-    rough = _MAD_TO_SD * float(np.median(np.abs(d)))
-    # The MAD is robust but wastes two thirds of the data; the root mean square of the
-    # differences within _TRIM rough sds (steps and blips fall outside), corrected for the
-    # trimming, is robust too and about as precise as a plain standard deviation.
-    inside = d[np.abs(d) <= _TRIM * rough]
-    if rough == 0.0 or inside.size < 2:
-        return rough / math.sqrt(2.0), int(d.size)
-    sd = math.sqrt(float(np.mean(inside * inside)) / _TRIMMED_VARIANCE)
-    return sd / math.sqrt(2.0), int(inside.size)
-
-
-def _per_build_min_detectable(points: Sequence[BuildPoint], alpha: float) -> float:
-    """The median of the builds' own minimum detectable effects; where none is given, that
-    of the median within-build spread (what `compare` would say of one build)."""
-    given = [p.min_detectable for p in points if p.min_detectable is not None
-             and math.isfinite(p.min_detectable)]
-    if given:
-        return statistics.median(given)
-    spreads = []
-    for p in points:
-        logs = [math.log(v) for v in _usable_samples(p)]
-        if p.status == _OK and len(logs) >= stats.MIN_PROCESSES:
-            spreads.append((statistics.variance(logs), len(logs)))
-    if not spreads:
-        return math.nan
-    variance = statistics.median(v for v, _ in spreads)
-    k = statistics.median(n for _, n in spreads)
-    return stats.min_detectable_effect(math.sqrt(2.0 * variance / k), 2.0 * (k - 1),
-                                       alpha=alpha)
-
-
 def series_min_detectable(points: Sequence[BuildPoint], *, alpha: float = stats.ALPHA
                           ) -> float:
     """The series' own minimum detectable effect (0.05 = 5 %): the larger of what one build's
     processes allow (`stats.min_detectable_effect`, as `compare` reports it) and what the
     build-to-build spread of the series allows for one build against the next (once the
-    series has 10 consecutive pairs of usable builds). NaN when neither can be estimated. No
-    step smaller than this is reported."""
-    return _min_detectable(points, _level_series(points, _environment_spans(points)), alpha)
+    series has 10 consecutive pairs of usable builds). NaN when neither can be estimated.
+    What a step with a side of fewer than `MIN_BUILDS_AS_UNITS` builds must reach while the
+    series' build-to-build noise is not known yet; `detectable_step` is what a series can
+    see."""
+    return _min_detectable(points, level_series(points, environment_spans(points)), alpha)
 
 
-def _min_detectable(points: Sequence[BuildPoint], levels: list[_Series], alpha: float
+def _min_detectable(points: Sequence[BuildPoint], levels: list[LevelSeries], alpha: float
                     ) -> float:
-    sd, n_diffs = _level_noise_sd(levels)
+    sd, n_diffs = level_noise_sd(levels)
     between = (stats.min_detectable_effect(math.sqrt(2.0) * sd, float(n_diffs - 1),
                                            alpha=alpha)
-               if math.isfinite(sd) and n_diffs >= _MIN_DIFFERENCES else math.nan)
-    within = _per_build_min_detectable(points, alpha)
+               if math.isfinite(sd) and n_diffs >= MIN_DIFFERENCES else math.nan)
+    within = per_build_min_detectable(points, alpha)
     finite = [v for v in (between, within) if math.isfinite(v)]
     return max(finite) if finite else math.nan
 
@@ -360,8 +237,10 @@ def _step_estimate(left: Sequence[tuple[float, ...]], right: Sequence[tuple[floa
     t runs on per-build medians and the build, not the process, is the unit of replication
     (builds differ by more than their processes do). With fewer builds on a side, the
     processes of each side are pooled: what `compare` does for two builds. That test
-    ignores the build-to-build spread; the minimum effect, never below the series' own
-    minimum detectable effect, is what keeps it from calling that spread a change."""
+    ignores the build-to-build spread; the effect it must reach (`_Thresholds`), what the
+    two stretches could show given that spread, is what keeps it from calling that spread
+    a change. Each build's samples are those of its usual machine state
+    (`serieslevels.level_series`)."""
     if len(left) >= MIN_BUILDS_AS_UNITS and len(right) >= MIN_BUILDS_AS_UNITS:
         return stats.compare_samples(left, right, alpha=alpha)
     return stats.compare_samples([[v] for s in left for v in s],
@@ -373,10 +252,41 @@ class _Step:
     cut: int
     estimate: stats.RatioEstimate
     direction: int  # +1 slower, -1 faster, 0 fails the test or the minimum effect
+    threshold: float  # the effect it had to reach (see `_Thresholds`)
 
 
-def _test_cuts(series: _Series, cuts: list[int], outliers: frozenset[int], min_effect: float,
-               alpha: float, cache: dict[tuple[int, int, int], _Step]) -> list[_Step]:
+# The standard error of a median of many normal values over that of their mean.
+_MEDIAN_SE_FACTOR = math.sqrt(math.pi / 2.0)
+
+
+@dataclass(frozen=True)
+class _Thresholds:
+    """What a step must reach: `min_effect` where both sides have `MIN_BUILDS_AS_UNITS`
+    builds (the test then sees the builds' scatter); where a side has fewer (the test pools
+    processes and does not), also what those two stretches could show given the series'
+    level noise `noise_sd`, at a significance that pays for the choice of the split among
+    the segment's builds (`serieslevels.stretch_detectable`, for a ratio of medians), or,
+    while that noise is unknown, what one build against the next shows (`fallback`)."""
+
+    min_effect: float
+    noise_sd: float
+    fallback: float
+
+    def of(self, left: int, right: int, candidates: int, alpha: float) -> float:
+        if min(left, right) >= MIN_BUILDS_AS_UNITS:
+            return self.min_effect
+        # The pooled test's ratio is one of medians, whose standard error is about
+        # sqrt(pi / 2) times that of the mean of the levels that `stretch_detectable` uses.
+        floor = _MEDIAN_SE_FACTOR * stretch_detectable(self.noise_sd, left, right,
+                                                       alpha=alpha, candidates=candidates)
+        if not math.isfinite(floor):
+            floor = self.fallback
+        return max(self.min_effect, _finite_or(floor, 0.0))
+
+
+def _test_cuts(series: LevelSeries, cuts: list[int], outliers: frozenset[int],
+               thresholds: _Thresholds, alpha: float,
+               cache: dict[tuple[int, int, int], _Step]) -> list[_Step]:
     """Each cut tested between its neighbouring stretches, outliers left out. Cached by
     (start, cut, end): dropping one cut re-tests only its two neighbours."""
     n = len(series.index)
@@ -387,20 +297,21 @@ def _test_cuts(series: _Series, cuts: list[int], outliers: frozenset[int], min_e
             left = [series.samples[i] for i in range(a, c) if i not in outliers]
             right = [series.samples[i] for i in range(c, b) if i not in outliers]
             est = _step_estimate(left, right, alpha)
-            direction = stats.classify_change(est.ratio, est.p_value, min_effect=min_effect,
+            threshold = thresholds.of(len(left), len(right), n - 1, alpha)
+            direction = stats.classify_change(est.ratio, est.p_value, min_effect=threshold,
                                               alpha=alpha)
-            cache[(a, c, b)] = _Step(c, est, direction)
+            cache[(a, c, b)] = _Step(c, est, direction, threshold)
         steps.append(cache[(a, c, b)])
     return steps
 
 
-def _prune(series: _Series, cuts: list[int], outliers: frozenset[int], min_effect: float,
-           alpha: float) -> list[_Step]:
+def _prune(series: LevelSeries, cuts: list[int], outliers: frozenset[int],
+           thresholds: _Thresholds, alpha: float) -> list[_Step]:
     """Otava's merge pass: while some cut fails its test (p >= alpha) or the minimum effect,
     drop the weakest (highest p-value) and re-test its neighbours."""
     cache: dict[tuple[int, int, int], _Step] = {}
     while True:
-        steps = _test_cuts(series, cuts, outliers, min_effect, alpha, cache)
+        steps = _test_cuts(series, cuts, outliers, thresholds, alpha, cache)
         failing = [s for s in steps if s.direction == 0]
         if not failing:
             return steps
@@ -448,13 +359,13 @@ def _blips(levels: np.ndarray, noise_sd: float, newest: bool,
     return blips
 
 
-def _without(series: _Series, dropped: np.ndarray) -> _Series:
+def _without(series: LevelSeries, dropped: np.ndarray) -> LevelSeries:
     kept = [i for i in range(len(series.index)) if not dropped[i]]
-    return _Series(tuple(series.index[i] for i in kept), tuple(series.samples[i] for i in kept),
+    return LevelSeries(tuple(series.index[i] for i in kept), tuple(series.samples[i] for i in kept),
                    series.levels[kept], series.newest)
 
 
-def _segment_steps(series: _Series, noise_sd: float, min_effect: float,
+def _segment_steps(series: LevelSeries, noise_sd: float, thresholds: _Thresholds,
                    alpha: float) -> list[Change]:
     """The steps of one environment segment, as candidate `Change`s."""
     series = _without(series, _blips(series.levels, noise_sd, series.newest,
@@ -467,14 +378,15 @@ def _segment_steps(series: _Series, noise_sd: float, min_effect: float,
         cuts = _join_step_edges(cuts, series.levels)
     cuts, outliers = _drop_outliers(cuts, n, series.newest)
     changes = []
-    for step in _prune(series, cuts, outliers, min_effect, alpha):
+    for step in _prune(series, cuts, outliers, thresholds, alpha):
         before = max(i for i in range(step.cut) if i not in outliers)
         after = min(i for i in range(step.cut, n) if i not in outliers)
         est = step.estimate
         changes.append(Change(
             "slower" if step.direction > 0 else "faster", series.index[before],
             series.index[after], est.ratio, est.low, est.high, est.p_value, "",
-            confirmed=not (series.newest and after == n - 1), min_effect=min_effect))
+            confirmed=not (series.newest and after == n - 1),
+            min_effect=step.threshold))
     return changes
 
 
@@ -487,28 +399,26 @@ def detect_series(points: Sequence[BuildPoint], *, min_effect: float = stats.DEF
     status "ok" and a usable sample, so a change of environment is only ever an
     "environment" event. Each step's ratio, interval and raw p-value are those of
     `stats.compare_samples` between the stretches on either side (see `_step_estimate`);
-    every step has p < alpha and an effect of at least max(`min_effect`, the series'
-    `series_min_detectable`); each side holds at least `MIN_SIDE_BUILDS` builds, except that
+    every step has p < alpha and an effect of at least `min_effect`, and, where a side has
+    fewer than `MIN_BUILDS_AS_UNITS` builds (the test then pools processes and cannot see
+    the builds' scatter), at least what those two stretches could show given the series'
+    build-to-build noise, paying for the choice of the split (`_Thresholds`); each side holds at least `MIN_SIDE_BUILDS` builds, except that
     the newest build may open a step alone (`confirmed` False) and a history of fewer than
     `SHORT_HISTORY` builds may have one-build sides. A build that differs and reverts is an
     outlier: never a step, and left out of the levels. Deterministic. The steps still need
     `control_fdr` across the store.
     """
-    spans = _environment_spans(points)
-    levels = _level_series(points, spans)
-    threshold = max(min_effect, _finite_or(_min_detectable(points, levels, alpha), 0.0))
-    sd, _ = _level_noise_sd(levels)
-    noise_sd = max(_finite_or(sd, 0.0), _NOISE_FLOOR)
+    spans = environment_spans(points)
+    levels = level_series(points, spans)
+    sd, n_diffs = level_noise_sd(levels)
+    noise_sd = max(_finite_or(sd, 0.0), NOISE_FLOOR)
+    threshold = _Thresholds(min_effect, sd if n_diffs >= MIN_DIFFERENCES else math.nan,
+                            _min_detectable(points, levels, alpha))
     events = _environment_events(points, spans) + _status_events(points)
     for series in levels:
         events += _segment_steps(series, noise_sd, threshold, alpha)
     order = {"environment": 0, "status": 1, "slower": 2, "faster": 2}
     return sorted(events, key=lambda c: (c.after, order[c.kind], c.before))
-
-
-# A floor under the noise of a log level (1e-6 relative), so that a constant series (peak
-# memory is often deterministic) is not split by floating-point rounding.
-_NOISE_FLOOR = 1e-6
 
 
 def _finite_or(value: float, default: float) -> float:
@@ -561,8 +471,8 @@ def segments(points: Sequence[BuildPoint], changes: Sequence[Change]
                     | {0, len(points)})
     out = []
     for start, end in zip(bounds, bounds[1:]):
-        values = [v for i in range(start, end) if points[i].status == _OK
-                  for v in _usable_samples(points[i])]
+        values = [v for i in range(start, end) if points[i].status == OK
+                  for v in usable_samples(points[i])]
         if values:
             out.append((start, end - 1, statistics.median(values)))
     return out

@@ -189,6 +189,15 @@ def build_parser() -> argparse.ArgumentParser:
     ab.add_argument("--replace", action="store_true", help="overwrite existing files")
     ab.add_argument("--report", metavar="HTML", help="also write the HTML report")
     _add_comparison(ab)
+    ab.add_argument("--until-resolved", action="store_true",
+                    help="after the profile's process pairs, add pairs to every cell whose "
+                         "run-time verdict is open until its interval is wholly beyond or "
+                         "within --min-effect, or --budget is spent (docs/method.md, "
+                         "'Running until resolved')")
+    ab.add_argument("--budget", dest="budget_s", type=_positive_float, default=600.0,
+                    metavar="SECONDS",
+                    help="with --until-resolved: start no pair that would end after this "
+                         "many seconds of the whole run (default 600)")
     ab.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
     lst = sub.add_parser("list", help="print the cells without running them")
@@ -297,6 +306,39 @@ def _progress_printer(quiet: bool) -> Callable[[Any, str], None] | None:
     return None if quiet else show
 
 
+# What each phase a worker notes reads as in a progress line.
+_PHASE_WORDS = {"import": "importing", "configs": "making configs", "compile": "compiling",
+                "prep": "getting ready", "check": "checking",
+                "run": "timing", "recheck": "checking again", "teardown": "tearing down"}
+
+
+def _running_printer(quiet: bool) -> Callable[[Any], None] | None:
+    from kscperf.formatting import format_seconds, safe_text
+    from kscperf.names import split_device
+
+    def show(r: Any) -> None:
+        what = _PHASE_WORDS.get(r.phase, r.phase or "starting")
+        if r.phase == "prep" and split_device(r.cell.tool)[0] == "compiled":
+            what = "compiling"  # torch.compile compiles each new config on its first call
+        where = f" config {r.config}" + (f" ({r.position})" if r.position else "") \
+            if r.config else ""
+        eta = f" ETA {format_seconds(r.eta_s)}" if r.eta_s is not None else ""
+        print(safe_text(f"[{r.done}/{r.total}{eta}] {r.cell.name} #{r.process_index + 1} "
+                        f"running {format_seconds(r.running_s)}: {what}{where}"),
+              file=sys.stderr, flush=True)
+
+    return None if quiet else show
+
+
+def _look_printer(quiet: bool) -> Callable[[Any], None] | None:
+    from kscperf.formatting import format_look
+
+    def show(look: Any) -> None:
+        print(format_look(look), file=sys.stderr, flush=True)
+
+    return None if quiet else show
+
+
 def _prepared(args: argparse.Namespace, config: Any, builds: list[Any], **options: Any) -> Any:
     """The session, checked; definition problems are reported before anything runs."""
     from kscperf.session import prepare_session
@@ -322,26 +364,40 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 1 if selection.problems else 0
 
 
-def _print_outcome(result: Any, check_only: bool) -> None:
+def _print_tables(loaded: Any, check_only: bool) -> str:
+    """The run's tables (run time, compile, compile panel), or the check table; what the
+    summary line adds about values marked as timed in another machine state."""
+    from kscperf.compilestats import cell_panels
+    from kscperf.compileview import format_panel_table
     from kscperf.formatting import format_check_table, format_compile_table, \
-        format_run_table, format_seconds, machine_state_note
+        format_run_table, machine_state_note
     from kscperf.samples import build_samples, odd_value_count, summarize_build
 
-    loaded = result.loaded[0]
     marked = ""
     if check_only:
         print(format_check_table(loaded.cells))
-    else:
-        build = build_samples(loaded)
-        tools, rows = summarize_build(loaded, build)
-        print(format_run_table(tools, rows))
-        note = machine_state_note(odd_value_count(rows), build.odd_processes)
-        if note:
-            print(note)
-            marked = f"; {odd_value_count(rows)} marked {note[0]}"
-        compile_table = format_compile_table(tools, rows)
-        if compile_table:
-            print("\n" + compile_table)
+        return marked
+    build = build_samples(loaded)
+    tools, rows = summarize_build(loaded, build)
+    print(format_run_table(tools, rows))
+    note = machine_state_note(odd_value_count(rows), build.odd_processes)
+    if note:
+        print(note)
+        marked = f"; {odd_value_count(rows)} marked {note[0]}"
+    compile_table = format_compile_table(tools, rows)
+    if compile_table:
+        print("\n" + compile_table)
+    panel_table = format_panel_table(cell_panels(loaded.runs))
+    if panel_table:
+        print("\n" + panel_table)
+    return marked
+
+
+def _print_outcome(result: Any, check_only: bool) -> None:
+    from kscperf.formatting import format_seconds
+
+    loaded = result.loaded[0]
+    marked = _print_tables(loaded, check_only)
     counts: dict[str, int] = {}
     for cell in loaded.cells:
         counts[cell.status.value] = counts.get(cell.status.value, 0) + 1
@@ -356,10 +412,15 @@ def _run_one_build(args: argparse.Namespace, check_only: bool, build: Any,
                    **options: Any) -> tuple[Any, int | None]:
     """Run one build; the result, and the exit status when the run was interrupted."""
     session = _prepared(args, _config(args, check_only), [build], **options)
-    result = session.run(_progress_printer(args.quiet))
+    result = session.run(_progress_printer(args.quiet), on_running=_running_printer(args.quiet))
     output = result.outputs[0]
     if result.interrupted:
         if output:
+            # What was measured comes first: the resume hint is the last thing to read.
+            from kscperf import api
+
+            _print_tables(api.load(output), check_only)
+            sys.stdout.flush()
             _err(f"interrupted: wrote the {len(result.runs[0])} results measured so far to "
                  f"{output}, marked incomplete; finish it with --resume {output}")
         else:
@@ -402,7 +463,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
               api.Build(label=args.new_build, python=args.new_python, env=tuple(args.new_env))]
     session = _prepared(args, _config(args), builds, replace=args.replace,
                         output_dir=args.output_dir)
-    result = session.run(_progress_printer(args.quiet))
+    result = session.run(_progress_printer(args.quiet), _look_printer(args.quiet))
     written = " and ".join(result.outputs)
     if result.interrupted:
         _err(f"interrupted: wrote what both builds measured so far to {written}, marked "
@@ -466,7 +527,8 @@ def cmd_history(args: argparse.Namespace) -> int:
         print(f"rebuilt the index of {args.store}: {api.history_rebuild(args.store)} builds")
         return 0
     if args.action == "changes":
-        changes = api.history_changes(args.store, min_effect=args.min_effect)
+        changes = api.history_changes(args.store, min_effect=args.min_effect,
+                                      include_blind=True)
         print(format_history_changes(changes, args.format))
         return 0
     check = api.history_check(args.store, min_effect=args.min_effect)

@@ -24,11 +24,13 @@ builds measured them.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from kscperf import machine, stats
+from kscperf import machine, sequential, stats
+from kscperf.compilestats import CompileChange, compare_panels
 from kscperf.errors import CellStatus, KscperfError
 from kscperf.names import BenchmarkName, Kind, benchmark_name
 from kscperf.results import LoadedResults
@@ -55,6 +57,7 @@ __all__ = [
     "check_comparable",
     "refuse_incomparable",
     "is_lockstep_pair",
+    "is_sequential_pair",
     "compare_builds",
     "check_machines",
     "MACHINE_MISMATCH",
@@ -144,6 +147,9 @@ class ComparisonRow:
     n_base: int
     n_new: int
     inconclusive: bool = False
+    # For a run-time row of an `ab --until-resolved` pair: the `sequential.Resolution` its
+    # interval reached ("changed", "same" or "open"); n_base counts its pairs. "" otherwise.
+    resolution: str = ""
 
     @property
     def unit(self) -> str:
@@ -182,6 +188,8 @@ class Comparison:
     geomeans: tuple[GeoMean, ...]
     ignored_differences: tuple[str, ...] = ()
     machine: MachineCheck = MachineCheck(None, None, None)
+    # The compile panels' phases, counts and tools' figures (kscperf.compilestats).
+    compile_changes: tuple[CompileChange, ...] = ()
 
     @property
     def regressions(self) -> tuple[ComparisonRow, ...]:
@@ -191,8 +199,10 @@ class Comparison:
 
     @property
     def has_regression(self) -> bool:
-        """Whether any row is a regression (what `--fail-on-regression` exits 1 for)."""
-        return any(r.is_regression for r in self.rows)
+        """Whether any row is a regression, or any compile change (a new graph break, a
+        slower compile phase): what `--fail-on-regression` exits 1 for."""
+        return (any(r.is_regression for r in self.rows)
+                or any(c.is_regression for c in self.compile_changes))
 
     def row(self, name: str) -> ComparisonRow | None:
         """The row of benchmark `name`, or None when nothing was compared under it."""
@@ -311,20 +321,24 @@ def _usual_estimate(base: BenchmarkSamples | None, new: BenchmarkSamples | None,
 
 
 def _compare_pair(base: BenchmarkSamples | None, new: BenchmarkSamples | None, alpha: float,
-                  lockstep: bool) -> _Compared:
+                  lockstep: bool, until_resolved: bool = False) -> _Compared:
     present = base if base is not None else new
     assert present is not None
     by_status = status_verdict(_status(base), _status(new)) \
         if present.kind is Kind.TIME else None
     paired = _process_pairs(base, new) if lockstep else []
     usual = None
-    if len(paired) >= 2:
+    if paired and until_resolved:
+        # The run looked after every pair: only the confidence sequence keeps its promise.
+        estimate = sequential.compare_sequential_pairs(paired, alpha=alpha)
+    elif len(paired) >= 2:
         estimate = stats.compare_paired_samples(paired, alpha=alpha)
     else:
         estimate = stats.compare_samples(base.runs if base else [], new.runs if new else [],
                                          alpha=alpha)
         usual = _usual_estimate(base, new, alpha)
-    mde = stats.min_detectable_effect(estimate.se_log, estimate.df, alpha=alpha)
+    mde = (sequential.detectable_effect(estimate) if estimate.method == sequential.METHOD
+           else stats.min_detectable_effect(estimate.se_log, estimate.df, alpha=alpha))
     return _Compared(base, new, present, by_status, estimate, mde, usual)
 
 
@@ -406,6 +420,10 @@ def _row(c: _Compared, q: float, min_effect: float, alpha: float,
         if _machine_verdict(c, direction, shift, min_effect, alpha):
             verdict = Verdict.MACHINE_SHIFT
         inconclusive = direction == 0 and stats.effect_direction(est.ratio, min_effect) != 0
+    resolution = ""
+    if est.method == sequential.METHOD:
+        resolution = sequential.resolve([dataclasses.replace(est, p_value=q)],
+                                        min_effect=min_effect, alpha=alpha)[0].value
     failing = is_failing(_status(c.new))
     reason_side = c.new if failing else c.base
     parts = c.present.parts
@@ -418,7 +436,7 @@ def _row(c: _Compared, q: float, min_effect: float, alpha: float,
         base_median=_median_of(c.base), new_median=_median_of(c.new),
         ratio=est.ratio, ratio_low=est.low, ratio_high=est.high, p_value=est.p_value,
         q_value=q, min_detectable_effect=c.min_detectable_effect, method=est.method,
-        n_base=est.n_base, n_new=est.n_new, inconclusive=inconclusive)
+        n_base=est.n_base, n_new=est.n_new, inconclusive=inconclusive, resolution=resolution)
 
 
 def _slowest_first(r: ComparisonRow) -> tuple[int, int, float, str]:
@@ -465,6 +483,13 @@ def is_lockstep_pair(base: LoadedResults, new: LoadedResults) -> bool:
         and base.build != new.build
 
 
+def is_sequential_pair(base: LoadedResults, new: LoadedResults) -> bool:
+    """Whether the two files are the builds of one `ab --until-resolved` run, which looked
+    after every pair: their run times are then judged by confidence sequences."""
+    return is_lockstep_pair(base, new) and all(
+        r.metadata.get("lockstep_stopping") == "until-resolved" for r in (base, new))
+
+
 def check_comparable(base: LoadedResults, new: LoadedResults) -> list[str]:
     """The reasons why timings of `base` and `new` cannot be compared: one phrase per kind
     of difference (machines, CPUs, GPUs, torch versions, profiles), naming both values.
@@ -505,7 +530,8 @@ def compare_builds(base: LoadedResults, new: LoadedResults, *,
     base_samples, new_samples = build_samples(base), build_samples(new)
     lockstep = is_lockstep_pair(base, new)
     check = _machine_check(base, new, base_samples, new_samples, alpha)
-    compared = [_compare_pair(b, n, alpha, lockstep)
+    until_resolved = is_sequential_pair(base, new)
+    compared = [_compare_pair(b, n, alpha, lockstep, until_resolved)
                 for b, n in _pair_rows(base_samples, new_samples)]
     rows = [_row(c, q, min_effect, alpha, check.shift)
             for c, q in zip(compared, _q_values(compared))]
@@ -514,7 +540,8 @@ def compare_builds(base: LoadedResults, new: LoadedResults, *,
     return Comparison(base=_build_info(base), new=_build_info(new), min_effect=min_effect,
                       alpha=alpha, rows=tuple(rows), geomeans=_geomeans(rows, estimates, alpha),
                       ignored_differences=tuple(differences) if force else (),
-                      machine=check)
+                      machine=check, compile_changes=compare_panels(
+                          base.runs, new.runs, min_effect=min_effect, alpha=alpha))
 
 
 def refuse_incomparable(base: LoadedResults, new: LoadedResults, *, force: bool = False,

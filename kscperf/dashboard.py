@@ -9,7 +9,7 @@
     OUT/benchmarks/<slug>.html     one benchmark's history per kind: per-build spread, change
                                    points, environment marks and status, and a table per build
 
-Owns the view-model and its rendering by the Jinja templates `templates/dashboard_*.j2`
+Owns building the view-model (its types: `dashboard_views`) and its rendering by the Jinja templates `templates/dashboard_*.j2`
 (autoescaped, so every name is escaped). Statistics come from `stats`, the changes from
 `history.find_changes`, text from `formatting`, the inline SVG charts from `sparklines`
 (microseconds per chart: a store of 365 builds x 2,000 series builds in seconds). Links are
@@ -31,19 +31,17 @@ from typing import Any, Iterable, Sequence
 from markupsafe import Markup
 
 from kscperf import formatting, historytext, stats
+from kscperf.compileview import with_compile_tables
 from kscperf.history import (
-    HistoryChange,
-    HistoryStore,
-    Series,
-    SeriesPoint,
-    StoredBuild,
-    find_changes,
-)
+    HistoryChange, HistoryStore, Series, SeriesPoint, StoredBuild, detectable_steps,
+    find_changes)
 from kscperf import dashboard_timeline as timeline
 from kscperf.confirm import confirm_commands
 from kscperf.errors import CellStatus, KscperfError
 from kscperf.history.summary import GroupSummary, Trend, open_changes, summarize_groups
 from kscperf.names import Kind
+from kscperf.dashboard_views import (
+    MetricView, SummaryRow, ChangeView, EnvironmentView, ModelRow, ClassView, IndexView, ModelBenchmarkRow, ModelView, ChartView, BuildLine, SectionView, BenchmarkView)
 from kscperf.fileio import write_text_atomic
 from kscperf.style import STATUS_TONE, change_tone, jinja_environment
 from kscperf.sparklines import ChartPoint, Mark, history_chart, plottable, sparkline
@@ -56,181 +54,6 @@ __all__ = ["IndexView", "ModelView", "BenchmarkView", "build_views", "write_dash
 _TABLE_BUILDS = 30
 # The front page shows the commands of this many regressions, its first ones, unfolded.
 _EXPANDED_CHANGES = 3
-
-
-# --------------------------------------------------------------------------------------
-# The view-model
-# --------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class MetricView:
-    """One front-page number: its latest value, the change from the build before, and a
-    sparkline over the builds."""
-
-    latest: str
-    change: str
-    tone: str
-    spark: Markup
-
-
-@dataclass(frozen=True)
-class SummaryRow:
-    """One tool x task of one machine class on the front page."""
-
-    machine_class: str
-    tool: str
-    task: str
-    speedup: MetricView
-    pass_rate: MetricView
-    compile: MetricView
-    memory: MetricView
-
-
-@dataclass(frozen=True)
-class ChangeView:
-    """One change, as text, with links and the commands that confirm it."""
-
-    what: str
-    tone: str
-    benchmark: str
-    kind: str
-    machine_class: str
-    model: str
-    tool: str
-    task: str
-    href: str
-    ratio: str
-    interval: str
-    before: str
-    before_date: str
-    after: str
-    after_date: str
-    compare: str
-    ab: str
-    bisect: str
-    expanded: bool = False
-
-
-@dataclass(frozen=True)
-class EnvironmentView:
-    """One environment change of a machine class, over the series it touched."""
-
-    machine_class: str
-    before: str
-    after: str
-    detail: str
-    series: int
-
-
-@dataclass(frozen=True)
-class ModelRow:
-    """A model in the front page's index."""
-
-    model: str
-    href: str
-    tools: str
-    tasks: str
-    benchmarks: int
-    open_changes: int
-
-
-@dataclass(frozen=True)
-class ClassView:
-    """A machine class: its builds, first and newest."""
-
-    name: str
-    builds: int
-    first: str
-    newest: str
-
-
-@dataclass(frozen=True)
-class IndexView:
-    """The front page."""
-
-    title: str
-    generated: str
-    root: str
-    store: str
-    classes: list[ClassView]
-    summary: list[SummaryRow]
-    changes: list[ChangeView]
-    environment: list[EnvironmentView]
-    models: list[ModelRow]
-    not_run: list[str] = field(default_factory=list)  # per class, the tools never run
-
-
-@dataclass(frozen=True)
-class ModelBenchmarkRow:
-    """A benchmark on its model's page: the run-time sparkline and the latest build."""
-
-    benchmark: str
-    href: str
-    machine_class: str
-    tool: str
-    task: str
-    config: str
-    spark: Markup
-    latest: str
-    status: str
-    tone: str
-    changes: int
-
-
-@dataclass(frozen=True)
-class ModelView:
-    """A model's page."""
-
-    title: str
-    root: str
-    model: str
-    rows: list[ModelBenchmarkRow]
-
-
-@dataclass(frozen=True)
-class ChartView:
-    """One kind of one benchmark: its history chart and its changes."""
-
-    kind: str
-    chart: Markup
-    changes: list[ChangeView]
-
-
-@dataclass(frozen=True)
-class BuildLine:
-    """One build of a benchmark's table."""
-
-    label: str
-    commit: str
-    date: str
-    values: list[str]
-    status: str
-    tone: str
-    events: str
-
-
-@dataclass(frozen=True)
-class SectionView:
-    """One benchmark on one machine class: a chart per kind, a line per build."""
-
-    machine_class: str
-    charts: list[ChartView]
-    kinds: list[str]
-    builds: list[BuildLine]
-    table_note: str
-    timeline: timeline.TimelineView | None = None  # the chained lockstep links, if any
-
-
-@dataclass(frozen=True)
-class BenchmarkView:
-    """A benchmark's page."""
-
-    title: str
-    root: str
-    benchmark: str
-    model: str
-    model_href: str
-    sections: list[SectionView]
 
 
 @dataclass
@@ -397,11 +220,11 @@ def _chart(s: Series, changes: Sequence[HistoryChange]) -> Markup:
 
 
 def _section(cls: str, series: list[Series], by_series: dict[Any, list[HistoryChange]],
-             page: str) -> SectionView:
+             page: str, sights: dict[Any, str]) -> SectionView:
     series = sorted(series, key=lambda s: _kind_order(s.key.kind))
     charts = [ChartView(_kind_title(s.key.kind), _chart(s, by_series.get(
-        s.key, [])), [_change_view(c, page) for c in by_series.get(s.key, [])])
-        for s in series]
+        s.key, [])), [_change_view(c, page) for c in by_series.get(s.key, [])],
+        sights.get(s.key, "")) for s in series]
     by_build: dict[int, dict[Kind | None, SeriesPoint]] = {}
     builds: dict[int, StoredBuild] = {}
     for s in series:
@@ -448,8 +271,8 @@ def _model_row(s: Series, changes: Sequence[HistoryChange], page: str) -> ModelB
         STATUS_TONE[last.status if last else CellStatus.NOT_RUN], len(changes))
 
 
-def _pages_of_benchmarks(all_series: Sequence[Series],
-                         by_series: dict[Any, list[HistoryChange]]) -> tuple[dict[str, ModelView], dict[str, BenchmarkView]]:
+def _pages_of_benchmarks(all_series: Sequence[Series], by_series: dict[Any, list[HistoryChange]],
+                         sights: dict[Any, str]) -> tuple[dict[str, ModelView], dict[str, BenchmarkView]]:
     by_page: dict[str, dict[str, list[Series]]] = {}
     compiles: dict[tuple[str, str], Series] = {}
     for s in all_series:
@@ -468,7 +291,7 @@ def _pages_of_benchmarks(all_series: Sequence[Series],
             model = key.model
             compile_series = compiles.get((cls, key.cell))
             shown = series + ([compile_series] if compile_series is not None else [])
-            sections.append(_section(cls, shown, by_series, "../" + page))
+            sections.append(_section(cls, shown, by_series, "../" + page, sights))
             for s in series:
                 if s.key.kind is Kind.TIME:
                     models.setdefault(model, []).append(
@@ -523,7 +346,9 @@ def build_views(store: HistoryStore, *, min_effect: float = stats.DEFAULT_MIN_EF
     groups = summarize_groups(all_series, count)
     ran = timeline.tools_that_ran(groups)
     summary = [_summary_row(g) for g in groups if ran[(g.machine_class, g.tool)]]
-    models, benchmarks = _pages_of_benchmarks(all_series, by_series)
+    steps = detectable_steps(store, all_series)
+    sights = {k: historytext.sight_text(d, min_effect) for k, d in steps.items()}
+    models, benchmarks = _pages_of_benchmarks(all_series, by_series, sights)
     for (bench, cls), view in timeline.timelines(store, all_series).items():
         benchmarks[_benchmark_href(bench)].sections[:] = [
             replace(x, timeline=view) if x.machine_class == _text(cls) else x
@@ -536,8 +361,9 @@ def build_views(store: HistoryStore, *, min_effect: float = stats.DEFAULT_MIN_EF
                               expanded=c.is_regression and i < _EXPANDED_CHANGES)
                  for i, c in enumerate(still_open)],
         environment=_environment_events(changes), models=_model_index(all_series, still_open),
+        too_noisy=historytext.too_noisy_text(steps.values(), min_effect),
         not_run=[_text(line) for line in timeline.not_run_lines(ran)])
-    return _Pages(index, models, benchmarks)
+    return _Pages(index, models, with_compile_tables(benchmarks, builds, _TABLE_BUILDS))
 
 
 def _first_config(c: HistoryChange, all_series: Iterable[Series]) -> str:

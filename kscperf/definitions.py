@@ -14,7 +14,8 @@ and, optionally:
     B_diff_args            indices of the arguments that are differentiated (default: every
                            floating-point tensor argument)
     B_tolerances           {"float32": {"rtol": 1e-4, "atol": 1e-5}, ...} per input dtype
-    B_skip(task, config)   a reason to skip that task on that config, or None
+    B_skip(task, config)   a reason to skip that task on that config, or None; declared
+                           as B_skip(task, config, tool) it is also told the tool
     B_timeout              seconds before one process of one of this model's cells is killed
 
 and tools of its own (model-defined tools), each a factory whose call is the tool's timed
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import inspect
 import os
 import sys
 import types
@@ -294,9 +296,23 @@ class ResolvedModel:
     config_names: list[str] | None
     diff_args: tuple[int, ...] | None
     tolerances: dict[str, dict[str, float]]
-    skip: Callable[[str, str], str | None] | None
+    skip: Callable[..., str | None] | None
     # The model's own tools, by name, with what their factory name holds in the module.
     tools: dict[str, tuple[ModelTool, Any]] = field(default_factory=dict)
+
+    def skip_reason(self, task: str, config: str, tool: str) -> str | None:
+        """What the model's `B_skip` says of `task` on `config` with `tool`: it is given the
+        tool when it takes a third argument (B_skip(task, config, tool)), else the two
+        arguments it always had."""
+        if self.skip is None:
+            return None
+        try:
+            params = inspect.signature(self.skip).parameters.values()
+            takes_tool = len(params) >= 3 or any(p.kind is p.VAR_POSITIONAL for p in params)
+        except (TypeError, ValueError):  # no signature to read: called as it always was
+            takes_tool = False
+        reason = self.skip(task, config, tool) if takes_tool else self.skip(task, config)
+        return str(reason) if reason else None
 
     def function_for(self, kind: str) -> tuple[str, Callable[..., Any]] | None:
         """The function a tool of `kind` ("pytorch", "nice" or "source") takes, with its name;

@@ -7,6 +7,8 @@ Owns `KscperfError` (anything a user can fix, printed by `cli.main()` as one lin
 from __future__ import annotations
 
 import enum
+import os
+import re
 
 __all__ = ["KscperfError", "CellStatus", "BAD_STATUSES", "GOOD_STATUSES", "STATUS_SEVERITY",
            "TIMED_STATUSES", "NOT_RUN_STATUSES", "RECORDED_STATUSES", "recorded_status",
@@ -79,11 +81,31 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else ""
 
 
+# Where a compiler's message names the user's code: TorchScript's `File "x.py", line 5`,
+# dynamo's `from user code: File "x.py", line 5, in f`.
+_MESSAGE_LOCATION = re.compile(r'File "([^"]+)", line (\d+)')
+
+
+def _message_location(exc: BaseException) -> str:
+    """The last file:line the message names outside torch's own package, as " (at x.py:5)";
+    "" when it names none (the first line of such a message would lose it)."""
+    text = str(exc)
+    found = [(path, line) for path, line in _MESSAGE_LOCATION.findall(text)
+             if f"{os.sep}torch{os.sep}" not in path]
+    if not found or len(text.strip().splitlines()) < 2:
+        return ""
+    path, line = found[-1]
+    place = f"{os.path.basename(path)}:{line}"
+    return "" if place in _first_line(exc) else f" (at {place})"
+
+
 def describe_exception(exc: BaseException, with_type: bool = True) -> str:
     """An exception in one line, without its traceback: `Type: first line of the message`
     (only the first line when not `with_type`), or the type's name when the message is
-    empty."""
+    empty; with the user's file:line appended when a later line of the message names it
+    (a compiler's error, whose first line alone would lose where)."""
     first = _first_line(exc)
     if not first:
         return type(exc).__name__
+    first += _message_location(exc)
     return f"{type(exc).__name__}: {first}" if with_type else first

@@ -14,16 +14,24 @@ import json
 import math
 import re
 import textwrap
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kscperf import machine, stats
 from kscperf.compare import Comparison, ComparisonRow, GeoMean, MachineCheck, Verdict
+from kscperf.compileview import compile_changes_json, compile_changes_markdown, \
+    format_compile_changes
 from kscperf.errors import TIMED_STATUSES, CellStatus
 from kscperf.results import CellSummary
 from kscperf.samples import BuildRow, CellView
+from kscperf.textunits import align_columns as align_table
+from kscperf.textunits import format_seconds, safe_text
+
+if TYPE_CHECKING:
+    from kscperf.resolve import Look
 
 __all__ = [
     "safe_text",
+    "format_look",
     "format_seconds",
     "format_bytes",
     "format_ratio",
@@ -49,8 +57,6 @@ __all__ = [
     "machine_state_note",
     "config_text",
 ]
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 # How each status reads where it is shown instead of (or beside) a time: what went wrong
 # in capitals, what was not run in lower case.
@@ -86,21 +92,6 @@ def config_text(config: str | None) -> str:
     return safe_text(config if config is not None else "*")
 
 
-def safe_text(text: object) -> str:
-    """`text` with control characters (ESC, CR, ...) shown as `\\xNN` escapes."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
-
-
-def format_seconds(seconds: float) -> str:
-    """A duration with a unit chosen so that 3 significant digits show."""
-    if seconds is None or not math.isfinite(seconds):
-        return "-"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
-        if abs(seconds) >= scale or unit == "ns":
-            return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds:.3g} s"
-
-
 def format_bytes(n: int | float | None) -> str:
     """A byte count in B, KiB, MiB or GiB; "-" for None or NaN."""
     if n is None or (isinstance(n, float) and not math.isfinite(n)):
@@ -126,13 +117,6 @@ def _run_cell_text(view: CellView | None) -> str:
             text += f" {MACHINE_STATE_MARK}"
         return text
     return STATUS_MARKS[view.status]
-
-
-def align_table(rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
 
 
 def format_run_table(tools: list[str], rows: list[BuildRow]) -> str:
@@ -192,7 +176,7 @@ def format_check_table(cells: list[CellSummary]) -> str:
                    f"{chk.rtol:g}/{chk.atol:g}"] if chk is not None else ["", "", "", ""])
         body.append([safe_text(c.model), safe_text(c.tool), c.task,
                      config_text(c.config), c.status.value,
-                     *errors, safe_text(c.reason)[:100]])
+                     *errors, safe_text(c.reason)])
     return align_table([header] + body)
 
 
@@ -301,7 +285,24 @@ def comparison_criteria(comparison: Comparison) -> str:
             "marks a change beyond the minimum effect that is not significant. For memory, "
             "slower and faster mean more and less memory. machine-shift: the machine's own "
             "speed changed in a way that could explain the change or hide one; it is not a "
-            "regression.")
+            "regression." + (_UNTIL_RESOLVED_TEXT if _until_resolved(comparison) else ""))
+
+
+_UNTIL_RESOLVED_TEXT = (
+    " Run until resolved: run-time intervals are confidence sequences, valid at whatever "
+    "pair the run stopped; pairs: the process pairs the verdict took, with open where the "
+    "interval was neither wholly beyond nor wholly within the minimum effect when the budget "
+    "ran out.")
+
+
+def _until_resolved(comparison: Comparison) -> bool:
+    return any(r.resolution for r in comparison.rows)
+
+
+def _pairs_text(r: ComparisonRow) -> str:
+    if not r.resolution:
+        return ""
+    return f"{r.n_base} open" if r.resolution == "open" else str(r.n_base)
 
 
 def _speed_shift_line(check: MachineCheck) -> str:
@@ -376,7 +377,11 @@ def _format_table(comparison: Comparison, only_changed: bool) -> str:
     confidence = f"{format_confidence(comparison.alpha)} interval"
     header = ["benchmark", "kind", "base", "new", "ratio", confidence, "p", "detectable",
               "verdict", "status"]
-    rows = [_table_row(r) for r in _rows_to_show(comparison, only_changed)]
+    shown = _rows_to_show(comparison, only_changed)
+    rows = [_table_row(r) for r in shown]
+    if _until_resolved(comparison):
+        header.insert(-1, "pairs")
+        rows = [row[:-1] + [_pairs_text(r), row[-1]] for row, r in zip(rows, shown)]
     parts = _header_lines(comparison) + [textwrap.fill(comparison_criteria(comparison), 100), ""]
     parts.append(align_table([header] + rows) if rows else "(no benchmarks to show)")
     if comparison.geomeans:
@@ -386,6 +391,9 @@ def _format_table(comparison: Comparison, only_changed: bool) -> str:
         width = [max(len(row[i]) for row in geo) for i in range(4)]
         parts += ["  " + "  ".join(c.ljust(w) for c, w in zip(row, width)).rstrip()
                   for row in geo]
+    compile_changes = format_compile_changes(comparison.compile_changes, only_changed=True)
+    if compile_changes:
+        parts += ["", compile_changes]
     parts.append("")
     parts.append(_regression_line(comparison))
     return "\n".join(parts)
@@ -435,6 +443,8 @@ def _format_markdown(comparison: Comparison, only_changed: bool) -> str:
         for g in comparison.geomeans:
             lines.append(f"| {markdown_text(geomean_label(g))} | {format_ratio(g.ratio)} | "
                          f"{markdown_text(format_interval(g.low, g.high))} | {g.n} |")
+    lines += compile_changes_markdown(comparison.compile_changes, markdown_text,
+                                      only_changed=True)
     regression = _regression_line(comparison).removeprefix("regression: ")
     lines += ["", f"Regression: {regression.replace('yes', '**yes**', 1)}"]
     return "\n".join(lines)
@@ -450,6 +460,10 @@ def json_number(x: float | int | None) -> float | int | None:
 
 
 def _row_json(r: ComparisonRow) -> dict[str, Any]:
+    # An `ab --until-resolved` row also says where its interval stopped and after how many
+    # pairs; other rows keep exactly the keys they always had.
+    extra: dict[str, Any] = ({"resolution": r.resolution, "pairs": r.n_base}
+                             if r.resolution else {})
     return {
         "name": r.name, "kind": r.kind, "model": r.model, "tool": r.tool, "task": r.task,
         "config": r.config, "verdict": r.verdict.value, "inconclusive": r.inconclusive,
@@ -462,6 +476,7 @@ def _row_json(r: ComparisonRow) -> dict[str, Any]:
         "base_status": r.base_status.value if r.base_status is not None else "",
         "new_status": r.new_status.value if r.new_status is not None else "",
         "reason": r.reason, "method": r.method, "n_base": r.n_base, "n_new": r.n_new,
+        **extra,
     }
 
 
@@ -510,6 +525,7 @@ def _format_json(comparison: Comparison, only_changed: bool) -> str:
         "geomeans": [{"by": g.by, "key": g.key, "ratio": json_number(g.ratio),
                       "ratio_low": json_number(g.low), "ratio_high": json_number(g.high), "n": g.n}
                      for g in comparison.geomeans],
+        "compile": compile_changes_json(comparison.compile_changes),
     }
     return json.dumps(doc, indent=2, ensure_ascii=True, allow_nan=False)
 
@@ -535,3 +551,22 @@ def format_comparison(comparison: Comparison, fmt: str = "table", *,
     if fmt == "json":
         return _format_json(comparison, only_changed)
     raise ValueError(f"unknown comparison format {fmt!r}; expected one of {COMPARISON_FORMATS}")
+
+
+def format_look(look: Look) -> str:
+    """One look of `ab --until-resolved` (`kscperf.resolve.Look`) as progress lines: how
+    many benchmarks are resolved, the time left, then each open one with its ratio, its
+    interval, its pairs and the detectable effect they reached."""
+    if look.next_pairs:
+        then = f"next round {look.next_pairs} pair{'s' if look.next_pairs != 1 else ''}"
+    elif look.open:
+        then = "the budget allows no further pair: stopping"
+    else:
+        then = "all resolved: stopping"
+    lines = [f"until resolved: {look.resolved} of {look.benchmarks} benchmarks resolved, "
+             f"{format_seconds(look.time_left_s)} of {format_seconds(look.budget_s)} "
+             f"left; {then}"]
+    lines += [safe_text(f"  open {b.name} {format_ratio(b.ratio)} "
+                        f"{format_interval(b.low, b.high)} after {b.pairs} pairs "
+                        f"(detectable {format_percent(b.detectable)})") for b in look.open]
+    return "\n".join(lines)

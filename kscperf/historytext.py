@@ -6,18 +6,20 @@ changes come from `kscperf.history`, the numbers' text from `formatting`.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, Callable, Iterable
 
 from kscperf.confirm import ConfirmCommands
 from kscperf.formatting import (
     align_table,
     format_interval,
+    format_percent,
     format_ratio,
     json_number,
     markdown_text,
     one_line,
 )
-from kscperf.history import ChangeKind, HistoryChange, HistoryCheck, StoredBuild
+from kscperf.history import ChangeKind, HistoryChange, HistoryCheck, StoredBuild, too_noisy
 from kscperf.names import Kind
 
 __all__ = ["HISTORY_FORMATS", "build_text", "change_what", "format_history_changes",
@@ -39,6 +41,8 @@ def change_what(change: HistoryChange) -> str:
         return f"environment: {change.detail}" if change.detail else "environment"
     if change.kind is ChangeKind.STATUS:
         return f"status {change.before_status} -> {change.after_status}"
+    if change.kind is ChangeKind.TOO_NOISY:
+        return f"too noisy: {change.detail}"
     what = str(change.kind)
     if change.key.kind is not None and change.key.kind.unit == "byte":
         what = {"slower": "slower (more memory)", "faster": "faster (less memory)"}.get(
@@ -81,7 +85,8 @@ def _change_json(change: HistoryChange) -> dict[str, Any]:
             "after": build(change.after), "before_status": str(change.before_status),
             "after_status": str(change.after_status), "ratio": json_number(c.ratio),
             "ratio_low": json_number(c.low), "ratio_high": json_number(c.high),
-            "p_value": json_number(c.p_value)}
+            "p_value": json_number(c.p_value),
+            "detectable_step": json_number(change.detectable_step)}
 
 
 def format_history_changes(changes: Iterable[HistoryChange], fmt: str = "table") -> str:
@@ -120,8 +125,15 @@ def format_history_check(check: HistoryCheck,
     newest = ", ".join(f"{markdown_text(build_text(b.label, b.git_commit))} on {markdown_text(b.machine_class)}"
                        for b in check.newest)
     lines = [f"**kscperf history check**: newest {newest or 'nothing: the store is empty'}", ""]
+    if check.compile_opened:
+        lines += [f"**{len(check.compile_opened)} compile regression(s) opened by the newest "
+                  "build:**", ""] + [
+            f"- `{markdown_text(c.cell)}`: {markdown_text(c.name)} {c.base:g} → {c.new:g}"
+            + "".join(f"; new: {markdown_text(r)}" for r in c.added)
+            for c in check.compile_opened] + [""]
     if not check.opened:
-        lines.append("No regression opened by the newest build.")
+        lines.append("No time, memory or status regression opened by the newest build."
+                     if check.compile_opened else "No regression opened by the newest build.")
     else:
         lines += [f"**{len(check.opened)} regression(s) opened by the newest build:**", "",
                   _markdown_changes(list(check.opened)), ""]
@@ -134,3 +146,28 @@ def format_history_check(check: HistoryCheck,
     others = len(check.changes) - len(check.opened)
     lines += ["", f"{others} other change(s) in the history (`run-benchmarks history changes`)."]
     return "\n".join(lines)
+
+
+def sight_text(step: float, min_effect: float) -> str:
+    """What one series can see, in words, from its smallest findable step now
+    (`history.detectable_steps`)."""
+    if math.isnan(step):
+        return "Smallest step it could find now: not known yet (too few builds)."
+    if too_noisy(step, min_effect):
+        return (f"Too noisy to see a {format_percent(min_effect)} step: the smallest it could "
+                f"find now is {format_percent(step)}. No change shown here is not no change.")
+    return f"Smallest step it could find now: {format_percent(step)}."
+
+
+def too_noisy_text(steps: Iterable[float], min_effect: float) -> str:
+    """How many of the series whose smallest findable steps are `steps` cannot see a step
+    of `min_effect`, in words for the dashboard's front page."""
+    steps = list(steps)
+    blind = sum(too_noisy(d, min_effect) for d in steps)
+    if not blind:
+        return (f"Every one of the {len(steps)} series whose noise is known can see a "
+                f"{format_percent(min_effect)} step.")
+    return (f"{blind} of {len(steps)} series are too noisy to see a "
+            f"{format_percent(min_effect)} step: where they show no change, a change of that "
+            "size could still be there. Each benchmark's page says the smallest step each of "
+            "its series could find now.")

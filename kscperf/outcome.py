@@ -50,13 +50,21 @@ def _read_result(path: str) -> tuple[CellResult | None, str]:
         return None, f"the worker wrote an unreadable result ({type(exc).__name__})"
 
 
-def _last_phase(result_path: str) -> tuple[str, str]:
+def read_phase(result_path: str) -> tuple[str, str, str]:
+    """The phase a worker last noted, its config and the config's place ("2 of 3"); empty
+    strings for what it has not noted (or a worker that noted nothing yet)."""
     try:
         with open(phase_path(result_path), encoding="utf-8") as fp:
-            phase, _, config = fp.read().partition("\n")
-        return phase.strip(), config.strip()
+            lines = fp.read().split("\n")
     except OSError:
-        return "", ""
+        return "", "", ""
+    lines += ["", "", ""]
+    return lines[0].strip(), lines[1].strip(), lines[2].strip()
+
+
+def _last_phase(result_path: str) -> tuple[str, str]:
+    phase, config, _ = read_phase(result_path)
+    return phase, config
 
 
 def _insert_where(reason: str, where: str) -> str:

@@ -25,6 +25,8 @@ from kscperf.compare import (
     compare_builds,
     refuse_incomparable,
 )
+from kscperf.compilestats import cell_panels
+from kscperf.compileview import ChangeRow, PanelRow, change_rows, panel_rows
 from kscperf.errors import TIMED_STATUSES, CellStatus, KscperfError
 from kscperf.fileio import write_text_atomic
 from kscperf.metadata import REPORT_KEYS
@@ -119,6 +121,7 @@ class ModelSection:
     rows: list[CellRow]
     figures: list[Figure]
     machine_note: str = ""
+    compile_panel: list[PanelRow] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -174,6 +177,7 @@ class ComparisonSection:
     rows: list[CompareRow]
     geomeans: list[GeoRow]
     figures: list[Figure]
+    compile_changes: list[ChangeRow] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -349,6 +353,7 @@ def _speedup_figure(model: str, tools: list[str], rows: list[BuildRow], key: str
 def _models(results: LoadedResults, build: BuildSamples, figure_prefix: str
             ) -> list[ModelSection]:
     tools, rows = summarize_build(results, build)
+    panels = cell_panels(results.runs)
     sections = []
     for i, model in enumerate(dict.fromkeys(r.model for r in rows)):
         model_rows = [r for r in rows if r.model == model]
@@ -358,7 +363,8 @@ def _models(results: LoadedResults, build: BuildSamples, figure_prefix: str
             figures.append(speed)
         sections.append(ModelSection(
             f"model-{i}", formatting.safe_text(model), _model_rows(tools, model_rows), figures,
-            formatting.machine_state_note(odd_value_count(model_rows), build.odd_processes)))
+            formatting.machine_state_note(odd_value_count(model_rows), build.odd_processes),
+            panel_rows([p for p in panels if p.model == model])))
     return sections
 
 
@@ -431,7 +437,8 @@ def _comparison_section(comparison: Comparison) -> ComparisonSection:
         counts=[(v.value, VERDICT_TONE[v].value, str(counts[v])) for v in Verdict if v in counts],
         warnings=warnings, rows=[_compare_row(r) for r in comparison.rows],
         machine=[formatting.safe_text(line) for line in formatting.machine_lines(comparison.machine)],
-        geomeans=geomeans, figures=_ratio_figures(comparison))
+        geomeans=geomeans, figures=_ratio_figures(comparison),
+        compile_changes=change_rows(comparison.compile_changes))
 
 
 # ------------------------------------------------------------------------------ history

@@ -14,15 +14,17 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
+from kscperf.heartbeat import Beat, OnRunning, Running, eta_while_running, watching
 from kscperf.launch import Launcher
 from kscperf.lockstep import TurnPipes
 from kscperf.outcome import classify_outcome, skipped_result
 from kscperf.plan import PlannedCell
 from kscperf.spec import CellResult, CellSpec, TimingProfile, WorkerSettings
 
-__all__ = ["RunOptions", "Progress", "OnResult", "run_cells", "run_cells_lockstep"]
+__all__ = ["RunOptions", "Progress", "OnResult", "MoreRounds", "run_cells",
+           "run_cells_lockstep"]
 
 # A worker's clock runs on while it waits for its partner's turns: twice the time, so that a
 # build as slow as its timeout allows is not killed for the other.
@@ -56,6 +58,10 @@ class Progress:
 # Called with the index of the build (0 alone; 0 or 1 in lockstep) and the progress.
 OnResult = Callable[[int, Progress], None]
 
+# Asked, once the rounds given are done and after each further round, for the next one:
+# (process index, cell) pairs; empty ends the run (`ab --until-resolved`).
+MoreRounds = Callable[[], list[tuple[int, PlannedCell]]]
+
 
 def _timeout_for(cell: PlannedCell, options: RunOptions) -> float | None:
     return cell.model.timeout_s or options.timeout_s
@@ -83,49 +89,81 @@ def _cell_spec(cell: PlannedCell, process_index: int, options: RunOptions, loops
 
 
 def _launch_cell(launcher: Launcher, cell: PlannedCell, spec: CellSpec, stem: str,
-                 options: RunOptions, timeout_factor: float = 1.0) -> CellResult:
-    """Write `spec` at `stem`, run its worker and read how it ended."""
+                 options: RunOptions, timeout_factor: float = 1.0,
+                 beat: Beat | None = None) -> CellResult:
+    """Write `spec` at `stem`, run its worker (`beat` told of its phase as it runs) and read
+    how it ended."""
     spec_path, result_path, log_path = stem + ".spec.json", stem + ".result.json", stem + ".log"
     with open(spec_path, "w", encoding="utf-8") as fp:
         json.dump(spec.to_dict(), fp)
     timeout = _timeout_for(cell, options)
     if timeout is not None:
         timeout *= timeout_factor
-    outcome = launcher.launch(spec_path, result_path, log_path, timeout, options.max_rss_bytes)
+    with watching(result_path, beat):
+        outcome = launcher.launch(spec_path, result_path, log_path, timeout,
+                                  options.max_rss_bytes)
     return classify_outcome(spec, outcome, result_path, log_path, timeout,
                             options.max_rss_bytes)
 
 
 def _run_rounds(todo: list[tuple[int, PlannedCell]], options: RunOptions,
                 loops: tuple[_Loops, ...], prefix: str,
-                run_one: Callable[[int, PlannedCell, str], tuple[CellResult, ...]],
-                on_result: OnResult | None) -> tuple[list[CellResult], ...]:
+                run_one: Callable[[int, PlannedCell, str, Beat | None], tuple[CellResult, ...]],
+                on_result: OnResult | None, more: MoreRounds | None = None,
+                on_running: OnRunning | None = None) -> tuple[list[CellResult], ...]:
     """The one loop of every schedule: each (process index, cell) in order, cells the plan
-    skipped without a worker, calibrated loops remembered per build, progress after each."""
+    skipped without a worker, calibrated loops remembered per build, progress after each
+    and `on_running` told every few seconds while one runs; then, while `more` gives
+    further rounds, those."""
     out: tuple[list[CellResult], ...] = tuple([] for _ in loops)
     t_start = time.perf_counter()
     # A worker killed on Ctrl-C may still finish a write while the folder is removed: that
     # must not turn the interrupt into an error, and lose the run's exit status 130.
     with tempfile.TemporaryDirectory(prefix=prefix, ignore_cleanup_errors=True) as tmp:
-        for index, (process_index, cell) in enumerate(todo):
+        for index, (process_index, cell) in enumerate(_rounds_and_more(todo, more)):
             if cell.skip_reason:
                 done = tuple(skipped_result(_cell_spec(cell, process_index, options, build_loops),
                                             cell.skip_reason) for build_loops in loops)
             else:
-                done = run_one(process_index, cell, os.path.join(tmp, f"{index:05d}"))
+                beat = None if on_running is None else _beat(on_running, index,
+                                                             max(len(todo), index + 1), cell,
+                                                             process_index,
+                                                             time.perf_counter() - t_start)
+                done = run_one(process_index, cell, os.path.join(tmp, f"{index:05d}"), beat)
             elapsed = time.perf_counter() - t_start
-            eta = elapsed / (index + 1) * (len(todo) - index - 1)
+            total = max(len(todo), index + 1)
+            eta = elapsed / (index + 1) * (total - index - 1) if index < len(todo) else None
             for build, result in enumerate(done):
                 _remember_loops(loops[build], result)
                 out[build].append(result)
                 if on_result is not None:
-                    on_result(build, Progress(index + 1, len(todo), cell, process_index,
+                    on_result(build, Progress(index + 1, total, cell, process_index,
                                               result, elapsed, eta))
     return out
 
 
+def _beat(on_running: OnRunning, index: int, total: int, cell: PlannedCell, process_index: int,
+          elapsed_before_s: float) -> Beat:
+    def beat(phase: str, config: str, position: str, running_s: float) -> None:
+        on_running(Running(index, total, cell, process_index, phase, config, position,
+                           running_s, eta_while_running(elapsed_before_s, index, total,
+                                                        running_s)))
+
+    return beat
+
+
+def _rounds_and_more(todo: list[tuple[int, PlannedCell]], more: MoreRounds | None
+                     ) -> Iterator[tuple[int, PlannedCell]]:
+    yield from todo
+    while more is not None:
+        further = more()
+        if not further:
+            return
+        yield from further
+
+
 def run_cells(rounds: list[tuple[int, PlannedCell]], options: RunOptions, launcher: Launcher,
-              *, on_result: OnResult | None = None,
+              *, on_result: OnResult | None = None, on_running: OnRunning | None = None,
               prior: Sequence[CellResult] = ()) -> list[CellResult]:
     """Run every (process index, cell) in order, one worker at a time, and return their
     results in the same order. (cell, process index) pairs already in `prior` (for
@@ -138,34 +176,66 @@ def run_cells(rounds: list[tuple[int, PlannedCell]], options: RunOptions, launch
         _remember_loops(loops, r)
     todo = [(p, c) for p, c in rounds if (c.name, p) not in done]
 
-    def run_one(process_index: int, cell: PlannedCell, stem: str) -> tuple[CellResult, ...]:
+    def run_one(process_index: int, cell: PlannedCell, stem: str,
+                beat: Beat | None) -> tuple[CellResult, ...]:
         spec = _cell_spec(cell, process_index, options, loops)
-        return (_launch_cell(launcher, cell, spec, stem, options),)
+        return (_launch_cell(launcher, cell, spec, stem, options, beat=beat),)
 
-    return _run_rounds(todo, options, (loops,), "kscperf-", run_one, on_result)[0]
+    return _run_rounds(todo, options, (loops,), "kscperf-", run_one, on_result,
+                       on_running=on_running)[0]
 
 
 def run_cells_lockstep(rounds: list[tuple[int, PlannedCell]], options: RunOptions,
                        launchers: tuple[Launcher, Launcher], *,
-                       on_result: OnResult | None = None
+                       on_result: OnResult | None = None, more: MoreRounds | None = None,
+                       fresh_zygotes: bool = False
                        ) -> tuple[list[CellResult], list[CellResult]]:
     """Run every (process index, cell) of `rounds` in two builds at once, one launcher per
     build: the two workers of a pair take turns, one timed value each, so that both builds
     meet the same state of the machine; nothing else of one runs while the other times.
     The build that starts alternates with the process index. Returns each build's results
-    in `rounds` order; `on_result(build_index, progress)` is told of each as it ends."""
+    in `rounds` order; `on_result(build_index, progress)` is told of each as it ends.
+    After `rounds`, the rounds `more` gives are run the same way, until it gives none.
+    `fresh_zygotes` restarts both launchers at the start of a round (a new process index)
+    once the pairs since the last start took at least as long as that start did: every
+    worker of a zygote inherits its memory layout, which can make one build of an A/A pair
+    a few percent faster for a whole run, and fresh zygotes turn that into noise that varies
+    between pairs, at no more than half the wall time (docs/method.md, "Fresh zygotes")."""
     loops: tuple[_Loops, _Loops] = ({}, {})
+    t0 = time.perf_counter()
     for launcher in launchers:
         # Both fork servers up before the first pair, so that neither's imports run beside
         # the other build's first timed values.
         launcher.start()
+    # [process index of the last pair, seconds of the last start, seconds of pairs since]
+    zygotes = [0, time.perf_counter() - t0, 0.0]
 
-    def run_one(process_index: int, cell: PlannedCell, stem: str) -> tuple[CellResult, ...]:
-        return _run_pair(launchers, cell, process_index, options, loops, stem,
+    def run_one(process_index: int, cell: PlannedCell, stem: str,
+                beat: Beat | None) -> tuple[CellResult, ...]:
+        if fresh_zygotes and process_index != zygotes[0] and zygotes[2] >= zygotes[1]:
+            t_restart = time.perf_counter()
+            _restart(launchers)
+            zygotes[1:] = [time.perf_counter() - t_restart, 0.0]
+        zygotes[0] = process_index
+        t_pair = time.perf_counter()
+        pair = _run_pair(launchers, cell, process_index, options, loops, stem,
                          first=process_index % 2)
+        zygotes[2] += time.perf_counter() - t_pair
+        return pair
 
-    base, new = _run_rounds(rounds, options, loops, "kscperf-ab-", run_one, on_result)
+    base, new = _run_rounds(rounds, options, loops, "kscperf-ab-", run_one, on_result, more)
     return base, new
+
+
+def _restart(launchers: tuple[Launcher, Launcher]) -> None:
+    """Both launchers closed and started afresh, the two starts side by side: nothing is
+    timed meanwhile, and each start is an import of torch."""
+    for launcher in launchers:
+        launcher.close()
+    other = threading.Thread(target=launchers[1].start, daemon=True)
+    other.start()
+    launchers[0].start()
+    other.join()
 
 
 def _run_pair(launchers: tuple[Launcher, Launcher], cell: PlannedCell, process_index: int,

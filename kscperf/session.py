@@ -26,12 +26,15 @@ from kscperf import __version__, definitions, fileio, plan, results, schedule
 from kscperf.envinfo import cuda_driver_present, git_info, library_versions, machine_info, \
     now_iso
 from kscperf.errors import BAD_STATUSES, KscperfError
+from kscperf.heartbeat import OnRunning
 from kscperf.launch import Launcher, make_launcher
 from kscperf.metadata import PER_RUN_KEYS
 from kscperf.paths import RESULTS_DIR
+from kscperf.resolve import DEFAULT_BUDGET_S, OnLook, Resolver
 from kscperf.spec import PROFILES, CellResult, TimingProfile, WorkerSettings
 from kscperf.names import EAGER_TOOLS, split_device
 from kscperf.plugins import plugin_tool_names
+from kscperf.stats import DEFAULT_MIN_EFFECT
 from kscperf.workerenv import is_this_python, resolve_python
 
 __all__ = ["RunConfig", "Build", "Selection", "Session", "SessionResult", "select_cells",
@@ -66,12 +69,19 @@ class RunConfig(WorkerSettings):
     values: int | None = None
     warmups: int | None = None
     min_time: float | None = None
+    # ab --until-resolved: add pairs until every cell is resolved or the budget is spent.
+    until_resolved: bool = False
+    budget_s: float = DEFAULT_BUDGET_S
+    min_effect: float = DEFAULT_MIN_EFFECT
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.profile not in PROFILES:
             raise KscperfError(f"profile {self.profile!r} is not one of "
                                f"{', '.join(PROFILES)}.")
+        if self.until_resolved and not (self.budget_s > 0 and self.min_effect > 0):
+            raise KscperfError(f"until_resolved needs a budget above 0 s (not {self.budget_s!r}) "
+                               f"and a minimum effect above 0 (not {self.min_effect!r}).")
 
     def timing_profile(self) -> tuple[str, TimingProfile]:
         """The profile's name and numbers, overrides applied; a check-only run is one
@@ -225,11 +235,16 @@ class Session:
         """Each build's results file (None: a check-only run that writes none)."""
         return [b.output for b in self.builds]
 
-    def run(self, on_progress: OnProgress | None = None) -> SessionResult:
+    def run(self, on_progress: OnProgress | None = None,
+            on_look: OnLook | None = None,
+            on_running: OnRunning | None = None) -> SessionResult:
         """Run every worker, write each build's results file (partial ones along the way,
         marked incomplete), and return what was done. Ctrl-C and SIGTERM stop the run
         after writing what was measured (`interrupted`); an OSError does too, then raises
-        KscperfError saying so."""
+        KscperfError saying so. With `until_resolved`, pairs are added after the profile's
+        until every cell is resolved or the budget is spent, `on_look` told after each
+        round. `on_running` is told every few seconds what the running worker is doing
+        (not in lockstep)."""
         rounds = plan.plan_rounds(self.selection.cells, self.profile.processes)
         gathered: list[list[CellResult]] = [[] for _ in self.builds]
         if not self.lockstep:
@@ -243,25 +258,32 @@ class Session:
                 on_progress(progress, labels[build] if self.lockstep else "")
             writer.maybe_write()
 
+        more = None
+        if self.lockstep and self.config.until_resolved:
+            more = Resolver(self.selection.cells, gathered, min_effect=self.config.min_effect,
+                            budget_s=self.config.budget_s, on_look=on_look).more
         with _sigterm_interrupts():
             t0 = time.perf_counter()
-            interrupted = self._run_workers(rounds, on_result, writer)
+            interrupted = self._run_workers(rounds, on_result, writer, more, on_running)
             wall_s = time.perf_counter() - t0
             writer.write(complete=not interrupted)
         loaded = [] if interrupted else [
             results.load_results(out) if out else _in_memory(runs, md)
             for out, runs, md in zip(self.outputs, gathered, self.metadata)]
+        workers = len(gathered[0]) if more is not None else len(rounds)
         return SessionResult(labels, self.outputs, gathered, loaded, self.selection.problems,
-                             len(rounds), wall_s, interrupted)
+                             workers, wall_s, interrupted)
 
     def _run_workers(self, rounds: list[tuple[int, plan.PlannedCell]],
-                     on_result: schedule.OnResult, writer: _PartialWriter) -> bool:
+                     on_result: schedule.OnResult, writer: _PartialWriter,
+                     more: schedule.MoreRounds | None = None,
+                     on_running: OnRunning | None = None) -> bool:
         """Schedule every worker; whether Ctrl-C (or SIGTERM) stopped them. An OSError
         writes what was measured and becomes a KscperfError."""
         launchers: list[Launcher] = []
         try:
             launchers = self._launchers()
-            self._schedule(rounds, launchers, on_result)
+            self._schedule(rounds, launchers, on_result, more, on_running)
         except KeyboardInterrupt:
             return True
         except OSError as exc:
@@ -285,14 +307,16 @@ class Session:
                               {**passive, **dict(b.env)}) for b in self.builds]
 
     def _schedule(self, rounds: list[tuple[int, plan.PlannedCell]], launchers: list[Launcher],
-                  on_result: schedule.OnResult) -> None:
+                  on_result: schedule.OnResult, more: schedule.MoreRounds | None,
+                  on_running: OnRunning | None = None) -> None:
         options = self.config.run_options(self.profile)
         if self.lockstep:
             schedule.run_cells_lockstep(rounds, options, (launchers[0], launchers[1]),
-                                        on_result=on_result)
+                                        on_result=on_result, more=more,
+                                        fresh_zygotes=self.config.until_resolved)
         else:
             schedule.run_cells(rounds, options, launchers[0], on_result=on_result,
-                               prior=self.prior)
+                               on_running=on_running, prior=self.prior)
 
 
 def _in_memory(runs: list[CellResult], metadata: dict[str, Any]) -> results.LoadedResults:
@@ -429,6 +453,10 @@ def _lockstep_session(config: RunConfig, builds: Sequence[Build], replace: bool,
     metadata = _lockstep_metadata(shared, builds)
     for md in metadata:
         md["definition_problems"] = [p.message for p in selection.problems]
+        if config.until_resolved:
+            # What tells `compare` to judge these files by their confidence sequences.
+            md.update(lockstep_stopping="until-resolved", lockstep_budget_s=config.budget_s,
+                      lockstep_min_effect=config.min_effect)
     return Session(config, builds, selection, profile, metadata)
 
 
@@ -468,4 +496,6 @@ def prepare_session(config: RunConfig, builds: Sequence[Build] = (Build(),), *,
         return _lockstep_session(config, builds, replace, output_dir)
     if len(builds) != 1:
         raise KscperfError(f"a run takes one build, or two in lockstep, not {len(builds)}.")
+    if config.until_resolved:
+        raise KscperfError("until_resolved runs two builds in lockstep: use `ab` (run_ab).")
     return _single_session(config, builds[0], replace, resume)

@@ -10,6 +10,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from kscperf.compilepanel import CompilePanel
 from kscperf.errors import STATUS_SEVERITY, CellStatus, KscperfError, recorded_status
 from kscperf.names import cell_name
 
@@ -183,6 +184,8 @@ class ConfigResult:
     duration_s: float | None = None
     numel: int | None = None
     teardown_s: float | None = None  # the tool's own example_done, when it has one
+    # Set when the clock's figures cannot both be true (CUDA device time over wall time).
+    clock_warning: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -191,6 +194,10 @@ class ConfigResult:
         d["warmups"] = [list(w) for w in self.warmups]
         d["cuda_event_values"] = list(self.cuda_event_values)
         d["check"] = self.check.to_dict() if self.check else None
+        if not self.clock_warning:
+            # Left out when empty, so that a file with nothing to warn of stays readable by
+            # the kscperf versions before the field (results format 2 either way).
+            del d["clock_warning"]
         return d
 
     @classmethod
@@ -253,6 +260,9 @@ class CellResult:
     # The machine-speed canary around the timed values; empty when nothing was timed, and in
     # files written before kscperf had it.
     canary: tuple[CanaryProbe, ...] = ()
+    # What the compiler did (kscperf.compilepanel); None for files written before kscperf
+    # had it, and for tools that neither compile lazily nor report figures of their own.
+    compile_panel: CompilePanel | None = None
 
     @property
     def name(self) -> str:
@@ -275,6 +285,10 @@ class CellResult:
         d["status"] = self.status.value
         d["configs"] = [c.to_dict() for c in self.configs]
         d["canary"] = [p.to_dict() for p in self.canary]
+        if self.compile_panel:
+            d["compile_panel"] = self.compile_panel.to_dict()
+        else:
+            del d["compile_panel"]  # as clock_warning: older readers take such files
         return d
 
     @classmethod
@@ -284,6 +298,8 @@ class CellResult:
         d["configs"] = tuple(ConfigResult.from_dict(c) for c in d.get("configs", ()))
         d["metadata"] = dict(d.get("metadata") or {})
         d["canary"] = tuple(CanaryProbe.from_dict(p) for p in d.get("canary", ()))
+        panel = d.get("compile_panel")
+        d["compile_panel"] = CompilePanel.from_dict(panel) if panel is not None else None
         return cls(**d)
 
 

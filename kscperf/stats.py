@@ -34,6 +34,7 @@ __all__ = [
     "ratio_of_medians",
     "compare_samples",
     "compare_paired_samples",
+    "paired_log_ratios",
     "adjust_p_values",
     "classify_change",
     "effect_direction",
@@ -256,13 +257,22 @@ def compare_paired_samples(pairs: Sequence[tuple[Sequence[float], Sequence[float
     unpaired. A position j whose value is not positive and finite on either side is dropped
     from that pair.
     """
-    per_pair = [logs for logs in (_paired_logs(b, n) for b, n in pairs) if logs]
-    if len(per_pair) < 2:
+    logs = paired_log_ratios(pairs)
+    if len(logs) < 2:
         return compare_samples([b for b, _ in pairs], [n for _, n in pairs], alpha=alpha)
-    logs = [statistics.median(pair) for pair in per_pair]
     k = len(logs)
     se = statistics.stdev(logs) / math.sqrt(k)
     return _t_estimate(math.exp(statistics.fmean(logs)), se, float(k - 1), alpha, "pairs", k, k)
+
+
+def paired_log_ratios(pairs: Sequence[tuple[Sequence[float], Sequence[float]]]
+                      ) -> list[float]:
+    """One number per lockstep process pair, in the order given: the median over j of
+    log(NEW value j / BASE value j), positions unusable on either side dropped; a pair with
+    no usable position is left out. The replicates of `compare_paired_samples` and of the
+    sequential design (`kscperf.sequential`)."""
+    per_pair = [logs for logs in (_paired_logs(b, n) for b, n in pairs) if logs]
+    return [statistics.median(pair) for pair in per_pair]
 
 
 def adjust_p_values(p_values: Sequence[float]) -> list[float]:
@@ -318,6 +328,29 @@ def effect_direction(ratio: float, min_effect: float = DEFAULT_MIN_EFFECT) -> Di
     if math.log(ratio) <= -limit:
         return Direction.FASTER
     return Direction.SAME
+
+
+def beyond_effect_p_value(ratio: float, se_log: float, df: float, *,
+                          min_effect: float = DEFAULT_MIN_EFFECT) -> float:
+    """The two-sided p-value of the t-test (`df` degrees of freedom, normal when infinite)
+    that log(ratio) equals the minimum effect on its own side, log(1 + `min_effect`) for a
+    ratio above 1 and -log(1 + `min_effect`) below: small only when the change is beyond the
+    minimum effect, not merely different from none. A null of "no difference" would let a
+    real change inside the minimum effect (on a busy machine, a lockstep bias of 1-2 %)
+    pass whenever noise pushed its estimate past the effect. 1 for a ratio that is not
+    positive and finite or a standard error that is not finite; with se 0, 0 beyond the
+    effect and 1 at or within it."""
+    if not (ratio > 0 and math.isfinite(ratio) and se_log >= 0 and math.isfinite(se_log)):
+        return 1.0
+    log_ratio = math.log(ratio)
+    distance = abs(log_ratio) - math.log1p(min_effect)
+    if se_log == 0.0:
+        return 0.0 if distance > 0 else 1.0
+    from scipy import stats as sps
+
+    spread = abs(distance) / se_log
+    tail = sps.norm.sf(spread) if not math.isfinite(df) else sps.t.sf(spread, df)
+    return min(1.0, float(2.0 * tail))
 
 
 def min_detectable_effect(se_log: float, df: float, *, alpha: float = ALPHA,

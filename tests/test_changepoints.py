@@ -140,16 +140,31 @@ def test_a_step_below_the_minimum_effect_is_not_a_change() -> None:
     assert steps[0].min_effect == 0.02
 
 
-def test_the_minimum_effect_is_never_below_the_series_minimum_detectable_effect() -> None:
-    # 6 % between builds: one build against the next could not see 20 %.
+def test_long_stretches_find_a_step_that_one_build_against_the_next_could_not() -> None:
+    # 6 % between builds: one build against the next could not see 12 %, forty builds
+    # against forty can, and the step is found at its build.
     points = _series([1.0] * 40 + [1.12] * 40, spread=0.06)
-    mde = changepoints.series_min_detectable(points)
-    assert mde > 0.12
-    assert _steps(changepoints.detect_series(points, min_effect=0.01)) == []
-    quiet = _series([1.0] * 40 + [1.3] * 40, spread=0.005)
+    assert changepoints.series_min_detectable(points) > 0.12
+    assert changepoints.detectable_step(points) < 0.12
+    steps = _steps(changepoints.detect_series(points))
+    assert [(c.kind, c.after) for c in steps] == [("slower", 40)]
+    assert steps[0].min_effect == stats.DEFAULT_MIN_EFFECT
+
+
+def test_a_step_with_a_short_side_must_reach_what_its_two_stretches_could_show() -> None:
+    # The same 12 % opened three builds from the end: that side's test pools processes and
+    # cannot see the builds' scatter, so the step must reach what three builds against 77
+    # could show given that scatter, paying for the choice of the split: about 24 % here.
+    points = _series([1.0] * 77 + [1.12] * 3, spread=0.06)
+    assert _steps(changepoints.detect_series(points)) == []
+    quiet = _series([1.0] * 77 + [1.3] * 3, spread=0.005)
     steps = _steps(changepoints.detect_series(quiet, min_effect=0.0))
-    assert len(steps) == 1 and steps[0].min_effect == pytest.approx(
-        changepoints.series_min_detectable(quiet))
+    assert [(c.kind, c.after) for c in steps] == [("slower", 77)]
+    # three builds see more than one: the floor is above nothing, below one build's
+    assert 0.0 < steps[0].min_effect < changepoints.series_min_detectable(quiet)
+    middle = _steps(changepoints.detect_series(_series([1.0] * 40 + [1.3] * 40, spread=0.005),
+                                               min_effect=0.0))
+    assert [c.min_effect for c in middle] == [0.0]
 
 
 def test_the_series_minimum_detectable_effect_uses_the_builds_own() -> None:
@@ -264,3 +279,57 @@ def test_segments_give_the_levels_between_kept_changes() -> None:
     assert [(a, b) for a, b, _ in levels] == [(0, 19), (20, 39)]
     assert levels[0][2] == pytest.approx(_LEVEL, rel=0.01)
     assert levels[1][2] == pytest.approx(2 * _LEVEL, rel=0.01)
+
+
+def _slow_in_a_third(points: list[BuildPoint], *, seed: int = 5, factor: float = 1.5
+                     ) -> list[BuildPoint]:
+    """The same builds with one process `factor` times slower in every third build (a
+    shared machine's heavy tail)."""
+    rng = random.Random(seed)
+    out = []
+    for i, p in enumerate(points):
+        if i % 3 == 0:
+            j = rng.randrange(len(p.samples))
+            p = dataclass_replace(p, samples=tuple(v * factor if k == j else v
+                                                   for k, v in enumerate(p.samples)))
+        out.append(p)
+    return out
+
+
+def test_a_heavy_tailed_series_with_a_slow_process_in_a_third_of_its_builds_finds_its_step(
+) -> None:
+    points = _slow_in_a_third(_series([1.0] * 30 + [1.1] * 30, spread=0.02))
+    steps = _steps(changepoints.detect_series(points))
+    assert [(c.kind, c.before, c.after) for c in steps] == [("slower", 29, 30)]
+    assert steps[0].ratio == pytest.approx(1.1, rel=0.03)
+    # and without a step, the slow processes make none
+    quiet = _slow_in_a_third(_series([1.0] * 60, spread=0.02, seed=2))
+    assert _steps(changepoints.detect_series(quiet)) == []
+    assert changepoints.detectable_step(quiet) < stats.DEFAULT_MIN_EFFECT
+
+
+def test_processes_the_canary_marked_are_set_aside_from_the_level() -> None:
+    # Two of three processes 15 % slow in builds 20 to 25 (too little for the level to set
+    # them aside unaided): their medians alone are an excursion, a change and its revert;
+    # marked by the canary, they are not.
+    points = _series([1.0] * 40, spread=0.01)
+    slow = set(range(20, 26))
+    marked = [dataclass_replace(p, samples=(p.samples[0] * 1.15, p.samples[1] * 1.15,
+                                            p.samples[2]), odd=(0, 1))
+              if i in slow else p for i, p in enumerate(points)]
+    assert _steps(changepoints.detect_series(marked)) == []
+    unmarked = [dataclass_replace(p, odd=()) for p in marked]
+    assert [c.after for c in _steps(changepoints.detect_series(unmarked))] == [20, 26]
+
+
+def test_a_series_too_noisy_to_see_five_percent_says_so() -> None:
+    noisy = _series([1.0] * 30 + [1.05] * 30, spread=0.08)
+    assert changepoints.detectable_step(noisy) > stats.DEFAULT_MIN_EFFECT
+    assert _steps(changepoints.detect_series(noisy)) == []
+    quiet = _series([1.0] * 30 + [1.05] * 30, spread=0.005)
+    assert changepoints.detectable_step(quiet) < stats.DEFAULT_MIN_EFFECT
+    assert [c.after for c in _steps(changepoints.detect_series(quiet))] == [30]
+    # a history too short to estimate its builds' scatter falls back on its processes
+    short = [dataclass_replace(p, min_detectable=0.3) for p in _series([1.0] * 4)]
+    assert changepoints.detectable_step(short) == pytest.approx(0.3)
+    assert math.isnan(changepoints.detectable_step([]))

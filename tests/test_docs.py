@@ -183,3 +183,34 @@ def test_broken_links_are_found(tmp_path: Path) -> None:
     assert "#nowhere" in problems[2]
     assert "no such file" in problems[3]
     assert "outside the repository" in problems[4]
+
+
+_CONFLICT_MARKER = re.compile(r"^(<{7} |>{7} |={7}$)", re.MULTILINE)
+
+
+def conflict_markers(text: str) -> list[str]:
+    """The lines of `text` that are left-over merge conflict markers."""
+    return [m.group(0) for m in _CONFLICT_MARKER.finditer(text)]
+
+
+def test_no_file_holds_merge_conflict_markers() -> None:
+    # A merge committed with its markers still builds; only a reader notices.
+    suffixes = {".py", ".md", ".j2", ".sh", ".toml", ".yml", ".yaml", ".cfg", ""}
+    skip = {".git", ".venv", "__pycache__", "vendor", "data", "fixtures"}
+    found = []
+    for path in ROOT.rglob("*"):
+        if path.is_file() and path.suffix in suffixes and not skip & set(
+                path.relative_to(ROOT).parts):
+            try:
+                text = path.read_text(encoding="utf-8")
+            except UnicodeDecodeError:
+                continue
+            if conflict_markers(text):
+                found.append(str(path.relative_to(ROOT)))
+    assert not found
+
+
+def test_the_marker_check_would_catch_one() -> None:
+    text = "a\n<<<<<<< HEAD\nb\n=======\nc\n>>>>>>> branch\n"
+    assert len(conflict_markers(text)) == 3
+    assert conflict_markers("a ======= b\n==== \n") == []

@@ -437,7 +437,8 @@ def run_nightly(tmp_path: Path, script: Path = NIGHTLY,
         (shim / COMMAND).chmod(0o755)
         bin_dir = str(shim)
     env = {k: v for k, v in os.environ.items()
-           if k not in ("SUITE", "SHARDS", "RESULTS", "BUILD", "RUN_FLAGS", "NEW_PYTHON")}
+           if k not in ("SUITE", "SHARDS", "RESULTS", "BUILD", "RUN_FLAGS", "NEW_PYTHON",
+                        "AB_BUDGET")}
     env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
     env.update(variables)
     return subprocess.run(["bash", str(script)], cwd=ROOT, env=env, capture_output=True,
@@ -505,7 +506,7 @@ def test_nightly_sh_fails_and_says_so_when_a_cell_goes_bad(tmp_path: Path) -> No
 def test_nightly_ab_sh_runs_in_lockstep_with_the_last_nightly(tmp_path: Path) -> None:
     results = tmp_path / "nightly"
     common = {"SUITE": str(DEFS / "toy.py"), "RESULTS": str(results),
-              "NEW_PYTHON": sys.executable,
+              "NEW_PYTHON": sys.executable, "AB_BUDGET": "20",
               "RUN_FLAGS": "--processes 2 --values 2 --warmups 0 --min-time 0.001 "
                            "--tools pt --tasks inference"}
 
@@ -524,6 +525,9 @@ def test_nightly_ab_sh_runs_in_lockstep_with_the_last_nightly(tmp_path: Path) ->
     night = results / "ab" / "two"
     base, new = load_doc(night / "one.json"), load_doc(night / "two.json")
     assert base["metadata"]["lockstep_id"] == new["metadata"]["lockstep_id"]
+    # Run until resolved, within the nightly's budget.
+    assert base["metadata"]["lockstep_stopping"] == "until-resolved"
+    assert base["metadata"]["lockstep_budget_s"] == 20
     assert load_doc(results / "two.json")["metadata"]["build"] == "two"
     assert load_doc(results / "last-nightly.json")["metadata"]["build"] == "two"
 

@@ -190,6 +190,8 @@ def test_interrupt_writes_partial_then_resume_finishes(tmp_path: Path, sig: int)
     assert proc.returncode == 130, "".join(seen) + rest_err
     assert "Traceback" not in rest_err
     assert f"--resume {out}" in rest_err
+    # What it measured is shown before the hint: the run table on stdout.
+    assert rest_out.startswith("model") and "healthy" in rest_out, rest_out
     partial = json.loads(out.read_text())
     assert partial["kscperf"]["complete"] is False
     done_before = {(r["model"], r["tool"], r["task"], r["process_index"])
@@ -205,7 +207,10 @@ def test_interrupt_writes_partial_then_resume_finishes(tmp_path: Path, sig: int)
             for r in final["kscperf"]["runs"]]
     assert len(runs) == len(set(runs)) == 32
     # Nothing measured before the interruption was run again.
-    assert resumed.stderr.count("] healthy/") == 32 - len(done_before)
+    # One line per worker that ended (the lines of a worker still running say "running").
+    ended = [line for line in resumed.stderr.splitlines()
+             if "] healthy/" in line and " running " not in line]
+    assert len(ended) == 32 - len(done_before)
 
 
 def test_existing_output_is_never_overwritten(tmp_path: Path) -> None:

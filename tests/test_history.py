@@ -393,3 +393,23 @@ def test_a_refused_first_add_leaves_no_store_behind(tmp_path: Path) -> None:
     line = single_error_line(cli("history", "add", bad, "--store", tmp_path / "new"))
     assert str(bad) in line
     assert not (tmp_path / "new").exists()
+
+
+def test_a_series_too_noisy_to_see_the_minimum_effect_says_so(tmp_path: Path) -> None:
+    # The compiled tool's builds scatter by 15 %: ten builds against ten cannot see 5 %.
+    rng = random.Random(3)
+    scatter = [rng.lognormvariate(0.0, 0.15) for _ in range(14)]
+    store = _history(tmp_path, 14, factor=lambda i: scatter[i])
+    proc = cli("history", "changes", "--store", store, "--format", "json")
+    assert proc.returncode == 0, explain(proc)
+    listed = json.loads(proc.stdout)
+    blind = {e["benchmark"] for e in listed if e["change"] == "too-noisy" and e["kind"] == "time"}
+    assert blind == {"vrelu3/compiled/fwd/1024", "vrelu3/compiled/fwd/16384"}, listed
+    assert all(e["detectable_step"] > 0.05 for e in listed if e["change"] == "too-noisy")
+    assert all("detectable_step" in e for e in listed)
+    with history.open_store(store) as opened:
+        sights = history.detectable_steps(opened, list(opened.series(kinds=("time",))))
+    quiet = {k.benchmark: v for k, v in sights.items() if k.tool == "pt"}
+    assert quiet and all(0 < v < 0.05 for v in quiet.values()), sights
+    front = Path(api.build_dashboard(store, str(tmp_path / "site"))).read_text()
+    assert "series are too noisy to see a 5% step" in front

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import synthetic
-from kscperf import api, history
+from kscperf import api, changepoints, history
 from kscperf.history import journal, links
 from runner_testing import cli, explain, run_benchmarks_command, single_error_line
 
@@ -122,13 +122,14 @@ def test_a_bad_ab_folder_is_refused_in_one_line_and_nothing_is_written(
 
 def _drifting_history(tmp_path: Path, *, step_at: int, builds: int = 8) -> Path:
     """b0 alone, then b1... each in lockstep with the one before, the machine 1.0x or 1.35x
-    slow per night at random; the compiled tool 10 % slower from `step_at` on."""
+    slow per night at random; the compiled tool 20 % slower from `step_at` on (with 3
+    pairs a link must show its step beyond the 5 % minimum effect, not merely a change)."""
     store = tmp_path / "store"
     api.history_add([_plain(tmp_path, 0)], str(store))
     rng = random.Random(7)
     drift = [1.0] + [rng.choice((1.0, 1.35)) for _ in range(builds)]
     for n in range(1, builds):
-        factor = 1.1 if n == step_at else 1.0  # the link measures n against n-1
+        factor = 1.2 if n == step_at else 1.0  # the link measures n against n-1
         api.history_add([_ab_folder(tmp_path, n - 1, n, factor=factor, seed=10 * n,
                                     drift=drift[n])], str(store))
     return store
@@ -195,6 +196,17 @@ def test_link_changes_leave_small_and_status_changing_links_alone() -> None:
     changes, covered = links.link_changes(series, by_new, min_effect=0.05)
     assert covered == {1, 2, 3}
     assert [(c.kind, c.before, c.after) for c in changes] == [("faster", 1, 2)]
+
+
+def test_a_link_different_from_1_but_not_plainly_beyond_the_effect_is_no_step() -> None:
+    series = _series(4)
+    # Both far from 1 (t = 7 and 26); only the second plainly beyond 5 % (t = 1.8 and 21).
+    by_new = {2: _link(1, 2, 1.07), 3: _link(2, 3, 1.30)}
+    changes, _ = links.link_changes(series, by_new, min_effect=0.05)
+    assert [c.after for c in changes] == [2, 3]
+    assert changes[0].p_value is not None and changes[0].p_value > 0.1
+    kept = changepoints.control_fdr({series.key: changes})
+    assert [(c.kind, c.after) for c in kept[series.key]] == [("slower", 3)]
 
 
 # ---- killed adds ------------------------------------------------------------------------

@@ -14,16 +14,6 @@ PACKAGE = Path(__file__).resolve().parent.parent / "kscperf"
 MAX_MODULE_LINES = 600
 MAX_FUNCTION_LINES = 60
 
-# Modules other engineers are splitting in this session (issue 18: the typed measurement
-# record, the history package, the worker's cell), exempt while their splits land. On main
-# at c0b90e1 every one of them keeps the rules already; they stay listed only while they
-# are being rewritten in parallel. The integrator empties this list once the splits are
-# merged.
-STILL_BEING_SPLIT = frozenset({
-    "compare.py", "dashboard.py", "formatting.py", "report.py", "changepoints.py",
-    "history/__init__.py", "history/changes.py", "history/series.py", "history/store.py",
-    "worker/cell.py",
-})
 
 
 def modules() -> list[Path]:
@@ -56,16 +46,10 @@ def violations(path: Path) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("path", [p for p in modules() if _name(p) not in STILL_BEING_SPLIT],
+@pytest.mark.parametrize("path", modules(),
                          ids=_name)
 def test_module_keeps_the_size_rules(path: Path) -> None:
     assert violations(path) == []
-
-
-def test_exempt_modules_exist() -> None:
-    # A module renamed or split away leaves no stale exemption behind.
-    names = {_name(p) for p in modules()}
-    assert sorted(STILL_BEING_SPLIT - names) == []
 
 
 def test_the_rules_catch_a_long_function_and_a_long_module(tmp_path: Path) -> None:

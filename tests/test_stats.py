@@ -285,3 +285,22 @@ def test_paired_falls_back_to_unpaired_with_one_pair_and_drops_unusable_values()
     aligned = stats.compare_paired_samples([([1.0, math.nan, 3.0, 5.0], [1.2, 9.0, 3.6, 6.0]),
                                             ([2.0, 4.0], [2.4, 4.8])])
     assert aligned.ratio == pytest.approx(1.2) and aligned.se_log == pytest.approx(0.0)
+
+
+def test_beyond_effect_p_value_is_the_t_test_against_the_minimum_effect_on_its_side() -> None:
+    rng = random.Random(11)
+    for centre in (0.12, -0.12, 0.06):
+        logs = [rng.gauss(centre, 0.05) for _ in range(8)]
+        mean = sum(logs) / len(logs)
+        se = sps.tstd(logs) / math.sqrt(len(logs))
+        boundary = math.copysign(math.log(1.05), mean)
+        expected = sps.ttest_1samp(logs, popmean=boundary).pvalue
+        got = stats.beyond_effect_p_value(math.exp(mean), se, 7, min_effect=0.05)
+        assert got == pytest.approx(expected, rel=1e-9)
+    # Plainly different from 1 (t = 7), not plainly beyond 5 % (t = 1.8).
+    assert stats.beyond_effect_p_value(1.07, 0.01, 2) > 0.1
+    assert stats.beyond_effect_p_value(1.30, 0.01, 2) < 0.01
+    assert stats.beyond_effect_p_value(1.30, 0.0, math.inf) == 0.0
+    assert stats.beyond_effect_p_value(1.02, 0.0, math.inf) == 1.0
+    assert stats.beyond_effect_p_value(math.nan, 0.01, 2) == 1.0
+    assert stats.beyond_effect_p_value(1.3, math.inf, 2) == 1.0

@@ -305,15 +305,16 @@ def test_phases_are_noted_as_each_starts(monkeypatch: pytest.MonkeyPatch) -> Non
     seen = record_phases(monkeypatch)
     run_cell(spec("toy", "pt", "bwd", TOY))
     assert seen == [("import", ""), ("configs", ""), ("compile", ""),
-                    ("prep", "8"), ("check", "8"), ("run", "8"),
-                    ("prep", "3x4"), ("check", "3x4"), ("run", "3x4")]
+                    ("prep", "8"), ("check", "8"), ("run", "8"), ("recheck", "8"),
+                    ("prep", "3x4"), ("check", "3x4"), ("run", "3x4"), ("recheck", "3x4")]
     seen.clear()
     run_cell(spec("toy", "pt", "fwd", TOY, check_only=True))
     assert [p for p, _ in seen] == ["import", "configs", "compile", "prep", "check",
                                     "prep", "check"]
     seen.clear()
     run_cell(spec("scaled", "pt", "jacobian", EXTRAS))  # its skip hook skips "large"
-    assert seen[3:] == [("prep", "small"), ("check", "small"), ("run", "small")]
+    assert seen[3:] == [("prep", "small"), ("check", "small"), ("run", "small"),
+                        ("recheck", "small")]
 
 
 def test_worker_main_reads_a_spec_and_writes_a_result(tmp_path: Path) -> None:

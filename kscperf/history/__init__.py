@@ -6,7 +6,8 @@ docs/dashboard.md. The names most callers need are re-exported here.
 from __future__ import annotations
 
 from kscperf.history.changes import (
-    MACHINE_SPEED_DETAIL, ChangeKind, HistoryChange, HistoryCheck, build_points, check_newest, find_changes)
+    MACHINE_SPEED_DETAIL, ChangeKind, HistoryChange, HistoryCheck, build_points, check_newest,
+    detectable_steps, find_changes, too_noisy)
 from kscperf.history.series import (
     SERIES_KINDS, Series, SeriesKey, SeriesPoint, StoredBuild, environment_of, machine_class_of)
 from kscperf.history.store import (
@@ -17,5 +18,6 @@ __all__ = [
     "INDEX_NAME", "BUILDS_DIR", "MACHINE_SUFFIX", "SERIES_KINDS", "MACHINE_SPEED_DETAIL",
     "StoredBuild", "SeriesKey", "SeriesPoint", "Series", "ChangeKind", "HistoryChange", "HistoryCheck",
     "HistoryStore", "open_store", "rebuild_index", "remove_empty_store", "machine_class_of",
-    "environment_of", "build_points", "find_changes", "check_newest",
+    "environment_of", "build_points", "find_changes", "detectable_steps", "too_noisy",
+    "check_newest",
 ]

@@ -11,6 +11,7 @@ import dataclasses
 import enum
 import hashlib
 import json
+import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -23,7 +24,7 @@ from kscperf.names import Kind
 from kscperf.verdicts import REGRESSION_VERDICTS, Direction, status_verdict
 
 __all__ = ["MACHINE_SPEED_DETAIL", "ChangeKind", "HistoryChange", "build_points",
-           "find_changes", "HistoryCheck", "check_newest"]
+           "find_changes", "detectable_steps", "too_noisy", "HistoryCheck", "check_newest"]
 
 
 class ChangeKind(enum.StrEnum):
@@ -33,6 +34,8 @@ class ChangeKind(enum.StrEnum):
     FASTER = "faster"
     ENVIRONMENT = "environment"
     STATUS = "status"
+    # The series cannot see a step of the minimum effect (`find_changes(include_blind=True)`).
+    TOO_NOISY = "too-noisy"
 
 # The detail of the environment event between consecutive builds whose canaries say the
 # machine changed speed (`machine.ShiftState` CHANGED, as `compare` decides it), or of a
@@ -54,10 +57,13 @@ class HistoryChange:
     before_status: CellStatus
     after_status: CellStatus
     detail: str = ""
+    # The smallest step the series could find now (`changepoints.detectable_step`).
+    detectable_step: float | None = None
 
     @property
     def kind(self) -> ChangeKind:
-        """`slower`, `faster`, `environment` or `status`."""
+        """`slower`, `faster`, `environment`, `status`, or `too-noisy` (the series cannot see
+        a step of the minimum effect; only with `find_changes(include_blind=True)`)."""
         return ChangeKind(self.change.kind)
 
     @property
@@ -113,53 +119,89 @@ def build_points(series: Series, marks: dict[int, tuple[str, str]]) -> list[Any]
             for p in series.points]
 
 
-def find_changes(store: HistoryStore, *, min_effect: float = stats.DEFAULT_MIN_EFFECT,
-                 series: Sequence[Series] | None = None,
-                 per_series_environment: bool = False) -> list[HistoryChange]:
-    """Every change of every series of the store (or of `series`), found by
-    `changepoints.detect_series` with the false discovery rate controlled across all of
-    them; in order: machine class, then the build where it happened (newest first),
-    regressions first. An environment change is one entry per machine class and pair of
-    builds, whose key names every series it touched ("all N series", kind "*"), unless
-    `per_series_environment` (one per series, to mark each timeline).
-
-    The machine's speed never splits a series. Consecutive builds whose canaries say the
-    machine changed speed are an environment event with detail `MACHINE_SPEED_DETAIL`; and a
-    slower or faster step of run, compile or prep time that a change of the machine's speed
-    between its two builds could explain (`compare.machine_could_explain`, as `compare`
-    judges a row) is not listed as a step: the machine-speed event of that pair of builds
-    is listed instead, so no build is blamed for the machine.
-
-    Where a series has lockstep links (`links.with_links`), each link decides its pair of
-    builds: a step there is a link beyond the minimum effect whose p-value survives the
-    same false discovery control, a link across environments is an environment event, and
-    the machine's speed explains nothing and is no event (both sides shared it)."""
-    from kscperf import changepoints
-
-    all_series = list(series) if series is not None else list(store.series())
+def _class_marks(store: HistoryStore, all_series: Sequence[Series]
+                 ) -> tuple[dict[int, tuple[str, str]], dict[str, set[tuple[int, int]]]]:
+    """The environment marks of every build of the classes of `all_series`, and each
+    class's machine-speed shifts."""
     marks: dict[int, tuple[str, str]] = {}
     shifts: dict[str, set[tuple[int, int]]] = {}
-    class_links: dict[str, dict[tuple[str, str], dict[int, links.Link]]] = {}
     for cls in {s.key.machine_class for s in all_series}:
         class_builds = store.builds(cls)
         marks.update(_environment_marks(class_builds))
         shifts[cls] = _speed_shifts(class_builds)
+    return marks, shifts
+
+
+def too_noisy(detectable_step: float | None, min_effect: float) -> bool:
+    """Whether a series whose smallest findable step is `detectable_step` is too noisy to
+    see a step of `min_effect` (unknown is not too noisy: it is unknown)."""
+    return detectable_step is not None and math.isfinite(detectable_step) and \
+        detectable_step > min_effect
+
+
+def detectable_steps(store: HistoryStore, series: Sequence[Series]) -> dict[SeriesKey, float]:
+    """Each series' smallest step it could find now (`changepoints.detectable_step`; NaN
+    when its noise is not known yet)."""
+    from kscperf import changepoints
+
+    marks, _ = _class_marks(store, series)
+    return {s.key: changepoints.detectable_step(build_points(s, marks)) for s in series}
+
+
+def _blind_entry(s: Series, detectable: float, min_effect: float) -> HistoryChange:
+    from kscperf import changepoints
+
+    last = len(s.points) - 1
+    event = changepoints.Change(ChangeKind.TOO_NOISY.value, last, last, None, None, None,
+                                None, f"smallest step it could find now {detectable:.1%}, "
+                                f"above the minimum effect {min_effect:.0%}")
+    newest = s.points[last]
+    return HistoryChange(s.key, event, newest.build, newest.build, newest.status,
+                         newest.status, event.detail, detectable)
+
+
+def find_changes(store: HistoryStore, *, min_effect: float = stats.DEFAULT_MIN_EFFECT,
+                 series: Sequence[Series] | None = None,
+                 per_series_environment: bool = False,
+                 include_blind: bool = False) -> list[HistoryChange]:
+    """Every change of every series of the store (or of `series`), with the false discovery
+    rate controlled across all of them; in order: machine class, then the build where it
+    happened (newest first), regressions first. Lockstep links decide the pairs of builds
+    they join. An environment change is one entry per machine class and pair of builds
+    (kind "*") unless `per_series_environment`. Each entry carries its series'
+    `detectable_step`; `include_blind` adds a `too-noisy` entry per series that cannot see
+    `min_effect`. The rules (machine speed, links, levels, blind series) are in
+    docs/changepoints.md."""
+    from kscperf import changepoints
+
+    all_series = list(series) if series is not None else list(store.series())
+    marks, shifts = _class_marks(store, all_series)
+    class_links: dict[str, dict[tuple[str, str], dict[int, links.Link]]] = {}
+    for cls in {s.key.machine_class for s in all_series}:
         class_links[cls] = store.links(cls)
         # Two builds measured in lockstep shared the machine's state: its speed between
         # their separate runs is no event of theirs.
         shifts[cls] -= {(link.base_id, link.new_id) for by_build in class_links[cls].values()
                         for link in by_build.values()}
+    points = [build_points(s, marks) for s in all_series]
     found: dict[int, list[Any]] = {}
     for i, s in enumerate(all_series):
         found[i], _ = links.with_links(
-            s, changepoints.detect_series(build_points(s, marks), min_effect=min_effect),
+            s, changepoints.detect_series(points[i], min_effect=min_effect),
             class_links[s.key.machine_class].get((str(s.key.kind), s.key.benchmark), {}),
             min_effect=min_effect)
     kept = changepoints.control_fdr(found)
     out: list[HistoryChange] = []
     for i, changes in kept.items():
         s = all_series[i]
-        out.extend(_series_changes(s, changes, shifts[s.key.machine_class], min_effect))
+        sight = changepoints.detectable_step(points[i])
+        out.extend(dataclasses.replace(c, detectable_step=sight) for c in _series_changes(
+            s, changes, shifts[s.key.machine_class], min_effect))
+        # A series with lockstep links is judged on them, whose noise its levels' figure
+        # does not describe: it is never called too noisy from its levels.
+        linked = class_links[s.key.machine_class].get((str(s.key.kind), s.key.benchmark))
+        if include_blind and s.points and not linked and too_noisy(sight, min_effect):
+            out.append(_blind_entry(s, sight, min_effect))
     if not per_series_environment:
         out = _one_environment_entry(out)
     out.sort(key=lambda c: (c.key.machine_class, -c.after.position, not c.is_regression,
@@ -251,11 +293,13 @@ class HistoryCheck:
     newest: tuple[StoredBuild, ...]
     changes: tuple[HistoryChange, ...]
     opened: tuple[HistoryChange, ...]
+    # Count regressions of the compile panel (a new graph break), `compilehistory`'s.
+    compile_opened: tuple[Any, ...] = ()
 
     @property
     def failed(self) -> bool:
         """Whether the newest build of any machine class opened a regression."""
-        return bool(self.opened)
+        return bool(self.opened) or bool(self.compile_opened)
 
 
 def check_newest(store: HistoryStore, *,

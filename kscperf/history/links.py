@@ -8,10 +8,10 @@ NEW/BASE as `compare` computes it for a lockstep pair, its interval, p-value and
 process pairs. A link is rebuilt from those two files alone, as levels are.
 
 Policy (`link_changes`): where a series has a link between two consecutive builds, the link
-decides that pair: a step when its ratio is beyond the minimum effect (its p-value then
-enters the false discovery control across all series), an environment event when its two
-sides ran in different environments, and nothing else: the machine's speed moved both
-sides alike. `chained_timeline` multiplies the links along a series into a drift-free
+decides that pair: a step when its ratio is beyond the minimum effect (the p-value of a test
+that it is beyond that effect then enters the false discovery control across all series),
+an environment event when its two sides ran in different environments, and nothing else:
+the machine's speed moved both sides alike. `chained_timeline` multiplies the links along a series into a drift-free
 timeline whose interval grows along the chain. This module decides nothing about levels;
 `changes.find_changes` combines the two.
 """
@@ -109,14 +109,19 @@ class LinkRow:
     method: str
 
 
+def _df(n: int, method: str) -> float:
+    """The degrees of freedom a link's interval and tests take: n-1 for paired or
+    per-process tests, else infinite (a normal interval)."""
+    return float(n - 1) if method in ("pairs", "processes") and n > 1 else math.inf
+
+
 def _se_log(ratio: float, low: float, high: float, n: int, method: str) -> float:
-    """The standard error of log(ratio) that the interval [low, high] implies: a t interval
-    on n-1 degrees of freedom for paired or per-process tests, else a normal one."""
+    """The standard error of log(ratio) that the interval [low, high] implies (`_df`)."""
     from scipy.stats import t as student_t
 
     if not (low > 0 and high > 0):
         return math.inf
-    df = n - 1 if method in ("pairs", "processes") and n > 1 else math.inf
+    df = _df(n, method)
     quantile = float(student_t.ppf(1 - stats.ALPHA / 2, df)) if math.isfinite(df) else 1.959964
     return math.log(high / low) / (2 * quantile)
 
@@ -257,9 +262,10 @@ def link_changes(series: Series, links: dict[int, Link], *,
     cover (the `after` index of each linked pair of consecutive builds).
 
     Promises: a link across environments is an environment event and never a step; a link
-    of two builds both "ok" whose ratio is beyond `min_effect` is a candidate step with the
-    link's raw p-value (the false discovery control decides); a pair whose status changed is
-    left to the levels' status events."""
+    of two builds both "ok" whose ratio is beyond `min_effect` is a candidate step whose
+    p-value tests that it is beyond `min_effect`, not merely different from 1
+    (`stats.beyond_effect_p_value`; the false discovery control decides); a pair whose
+    status changed is left to the levels' status events."""
     from kscperf.changepoints import Change
 
     changes: list[Any] = []
@@ -276,8 +282,11 @@ def link_changes(series: Series, links: dict[int, Link], *,
         if direction is not stats.Direction.SAME:
             slower = direction is stats.Direction.SLOWER
             changes.append(Change("slower" if slower else "faster", i - 1, i,
-                                  link.ratio, link.low, link.high, link.p_value, LINK_DETAIL,
-                                  min_effect=min_effect))
+                                  link.ratio, link.low, link.high,
+                                  stats.beyond_effect_p_value(
+                                      link.ratio, link.se_log, _df(link.n_pairs, link.method),
+                                      min_effect=min_effect),
+                                  LINK_DETAIL, min_effect=min_effect))
     return changes, covered
 
 

@@ -18,6 +18,7 @@ The fork server that runs it in forked children is `kscperf.worker.server`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import gc
@@ -28,22 +29,23 @@ import shutil
 import sys
 import tempfile
 import time
-import traceback
 import zlib
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
 from kscperf.definitions import DefinitionError, ResolvedModel, import_definition_module, \
     resolve_model
 from kscperf.envinfo import machine_info, now_iso
-from kscperf.errors import CellStatus, describe_exception
+from kscperf.errors import CellStatus
 from kscperf.lockstep import Turns
 from kscperf.fileio import write_text_atomic
-from kscperf.spec import CanaryProbe, CellResult, CellSpec, ConfigResult, partial_result_path, \
+from kscperf.compilepanel import CompilePanel
+from kscperf.spec import CanaryProbe, CellResult, CellSpec, CheckResult, ConfigResult, partial_result_path, \
     phase_path
-from kscperf.worker import canary, check, measure, tasks
+from kscperf.worker import canary, check, compilepanel, measure, tasks
+from kscperf.worker.failures import reason_for, status_for
 from kscperf.worker.tools import Built, ToolImpl, Unavailable, Unsupported, as_built, load_tool
 from kscperf.worker.torchinfo import torch_info
 
@@ -74,10 +76,14 @@ _phase_fd: int | None = None
 _phase_note_len = 0
 
 
+# Which of the cell's configs is running ("2 of 3"), noted with the phase for progress.
+_position = ""
+
+
 def _enter(phase: str, config: str = "") -> str:
     global _phase_note_len
     if _phase_fd is not None:
-        note = f"{phase}\n{config}".encode()
+        note = f"{phase}\n{config}\n{_position if config else ''}".encode()
         # Padded with newlines over a longer earlier note; the reader strips them.
         os.pwrite(_phase_fd, note.ljust(_phase_note_len, b"\n"), 0)
         _phase_note_len = max(_phase_note_len, len(note))
@@ -114,6 +120,13 @@ class _Cell:
     clock: measure.TimeLoops
     loops: dict[str, int]
     after_value: Callable[[], None] | None
+    panel: compilepanel.PanelRecorder
+
+    def compile_panel(self) -> CompilePanel | None:
+        """The compile panel so far: for a lazy compiler, or a tool with figures."""
+        if not (self.lazy or self.built.figures):
+            return None
+        return self.panel.panel(self.built.figures)
 
     @property
     def ref_who(self) -> str:
@@ -165,18 +178,22 @@ def run_cell(spec: CellSpec, clock: measure.TimeLoops | None = None,
         # partner's values.
         probes: tuple[CanaryProbe, ...] = () if spec.check_only else (
             canary.probe_machine("before"),)
-        for name, config in configs:
+        global _position
+        for i, (name, config) in enumerate(configs):
+            _position = f"{i + 1} of {len(configs)}"
             done.append(_run_config(cell, name, config))
+            cell.panel.config_done(name)
             if on_config is not None:
-                on_config(cell_result(configs=tuple(done), canary=probes))
+                on_config(cell_result(configs=tuple(done), canary=probes,
+                                      compile_panel=cell.compile_panel()))
         if probes:
             probes += (canary.probe_machine("after"),)
-        return cell_result(configs=tuple(done), canary=probes,
+        return cell_result(configs=tuple(done), canary=probes, compile_panel=cell.compile_panel(),
                            wall_s=time.perf_counter() - t_start)
     except (DefinitionError, tasks.OutputError) as exc:
         return CellResult.for_spec(spec, CellStatus.FAILED, str(exc), phase, metadata=metadata)
     except Exception as exc:
-        return CellResult.for_spec(spec, _status_for(exc), _reason_for(exc), phase,
+        return CellResult.for_spec(spec, status_for(exc), reason_for(exc), phase,
                                    metadata=metadata)
 
 
@@ -230,7 +247,7 @@ def load_configs(model: ResolvedModel, seed: int) -> list[tuple[str, tuple[Any, 
     try:
         configs = [_as_args(c) for c in model.configs()]
     except Exception as exc:
-        raise DefinitionError(f"{where} raised {_reason_for(exc)}") from exc
+        raise DefinitionError(f"{where} raised {reason_for(exc)}") from exc
     if not configs:
         raise DefinitionError(f"{where} yielded no configs")
     if model.config_names is not None:
@@ -282,6 +299,7 @@ def _compile_cell(spec: CellSpec, loaded: _Loaded, first_config: tuple[Any, ...]
     """The compile phase, on the first config: the cell's shared state, and the compile
     time (None for tools that run the function as it is)."""
     task = tasks.task_for(spec.task)
+    panel = compilepanel.PanelRecorder(watch_torch=loaded.tool.lazy)
     example = tasks.to_device_args(first_config, loaded.device)
     diff = tasks.differentiable_indices(example, loaded.model.diff_args)
     built, compile_s = _compile(loaded, example, diff, task)
@@ -292,7 +310,7 @@ def _compile_cell(spec: CellSpec, loaded: _Loaded, first_config: tuple[Any, ...]
     if clock is None:
         clock = measure.cuda_clock() if device == "cuda" else measure.cpu_clock()
     cell = _Cell(spec, loaded.model, task, built.fn, built, loaded.tool.lazy, device,
-                 loaded.who, clock, dict(spec.loops), after_value)
+                 loaded.who, clock, dict(spec.loops), after_value, panel)
     return cell, (compile_s if loaded.tool.compiles else None)
 
 
@@ -332,9 +350,9 @@ def _run_config(cell: _Cell, name: str, config: tuple[Any, ...]) -> ConfigResult
     config raises becomes the result's status, in the phase it was raised in."""
     common: dict[str, Any] = {"config": name, "numel": _numel(config), "date": now_iso()}
     # Outside the try: a skip hook that raises fails the whole cell, not one config.
-    reason = cell.model.skip(cell.spec.task, name) if cell.model.skip is not None else None
+    reason = cell.model.skip_reason(cell.spec.task, name, cell.spec.tool)
     if reason:
-        return ConfigResult(status=CellStatus.SKIPPED, reason=str(reason), **common)
+        return ConfigResult(status=CellStatus.SKIPPED, reason=reason, **common)
     phase = _enter("prep", name)
     ready: _Ready | str | None = None
     try:
@@ -342,7 +360,8 @@ def _run_config(cell: _Cell, name: str, config: tuple[Any, ...]) -> ConfigResult
         if isinstance(ready, str):
             return ConfigResult(status=CellStatus.SKIPPED, reason=ready, **common)
         phase = _enter("check", name)
-        common.update(_check(cell, config, ready))
+        checked, ref_value = _check(cell, config, ready)
+        common.update(checked)
         if cell.spec.check_only:
             result = ConfigResult(peak_rss_bytes=measure.peak_rss_bytes(), **common)
         else:
@@ -352,13 +371,15 @@ def _run_config(cell: _Cell, name: str, config: tuple[Any, ...]) -> ConfigResult
             # a timed config's peaks are those of its timed calls, its inputs held.
             _reset_peaks(cell.device)
             result = _measure(cell, name, ready.prepared, common)
+            phase = _enter("recheck", name)
+            result = _recheck(cell, config, ready, ref_value, result)
         if cell.built.example_done is not None:
             phase = _enter("teardown", name)
         return _example_done(cell, ready, result)
     except Exception as exc:
         # What the check found (and prep time) stays; the status is the failure's.
         kept = {k: v for k, v in common.items() if k not in ("status", "reason", "phase")}
-        return ConfigResult(status=_status_for(exc), phase=phase, reason=_reason_for(exc),
+        return ConfigResult(status=status_for(exc), phase=phase, reason=reason_for(exc),
                             **kept)
     finally:
         ready = None  # drop the graph before the next config
@@ -412,37 +433,83 @@ def _jacobian_too_big(cell: _Cell, ref_args: tuple[Any, ...], diff: tuple[int, .
     return ""
 
 
-def _check(cell: _Cell, config: tuple[Any, ...], ready: _Ready) -> dict[str, Any]:
+def _compare(cell: _Cell, config: tuple[Any, ...], got: list[torch.Tensor],
+             ref_value: list[torch.Tensor]) -> CheckResult:
+    rtol, atol = check.tolerance_for(_input_dtype(config), cell.model.tolerances)
+    return check.compare_values(got, ref_value, cell.task.checks, rtol, atol)
+
+
+def _check(cell: _Cell, config: tuple[Any, ...],
+           ready: _Ready) -> tuple[dict[str, Any], list[torch.Tensor]]:
     """The check phase: the tool's value against the float64 reference's, as the config's
-    check, prep_s, status, reason and phase."""
+    check, prep_s, status, reason and phase; and the reference's value, for the recheck."""
     ref_value = cell.task.value(cell.model.reference, ready.ref_args, ready.diff,
                                 ready.cotangent_seed, cell.ref_who)
     got = cell.task.value(cell.compiled, ready.args, ready.diff, ready.cotangent_seed, cell.who)
-    rtol, atol = check.tolerance_for(_input_dtype(config), cell.model.tolerances)
-    what = cell.task.checks
-    result = check.compare_values(got, ref_value, what, rtol, atol)
+    result = _compare(cell, config, got, ref_value)
     if result.passed:
         return dict(check=result, prep_s=ready.prep_s, status=CellStatus.OK, reason="",
-                    phase="")
+                    phase=""), ref_value
     return dict(check=result, prep_s=ready.prep_s, status=CellStatus.INCORRECT,
-                reason=f"{what} differs from the float64 reference: {result.detail}",
-                phase="check")
+                reason=f"{cell.task.checks} differs from the float64 reference: {result.detail}",
+                phase="check"), ref_value
+
+
+def _recheck(cell: _Cell, config: tuple[Any, ...], ready: _Ready,
+             ref_value: list[torch.Tensor], result: ConfigResult) -> ConfigResult:
+    """The check again, one call right after the timed loop: a tool that was right before
+    timing and is wrong now went wrong during timing, and its times are of a wrong answer."""
+    if result.status != CellStatus.OK:
+        return result
+    got = cell.task.value(cell.compiled, ready.args, ready.diff, ready.cotangent_seed, cell.who)
+    again = _compare(cell, config, got, ref_value)
+    if again.passed:
+        return result
+    return dataclasses.replace(
+        result, check=again, status=CellStatus.INCORRECT, phase="recheck",
+        reason=f"{cell.task.checks} went wrong during timing: it matched the float64 "
+               f"reference before the timed loop and differs from it after: {again.detail}")
+
+
+@contextlib.contextmanager
+def _timing_context(prepared: tasks.PreparedTask, lazy: bool) -> Iterator[None]:
+    # A lazy compiler may not compile inside the timed loop: that would be timed as running.
+    with prepared.context(), (compilepanel.no_recompiles() if lazy else contextlib.nullcontext()):
+        yield
+
+
+def _measure_values(cell: _Cell, name: str, prepared: tasks.PreparedTask) -> measure.Measurement:
+    spec = cell.spec
+    return measure.measure_values(prepared.timed, cell.clock, values=spec.values,
+                                  warmups=spec.warmups, min_time=spec.min_time,
+                                  loops=cell.loops.get(name),
+                                  context=functools.partial(_timing_context, prepared, cell.lazy),
+                                  after_value=cell.after_value)
 
 
 def _measure(cell: _Cell, name: str, prepared: tasks.PreparedTask,
              common: dict[str, Any]) -> ConfigResult:
-    """The run phase: calibrated timing of the prepared callable, then peak memory."""
-    spec = cell.spec
+    """The run phase: calibrated timing of the prepared callable (recompiles refused), then
+    peak memory. A recompile torch wants anyway is recorded, made outside the clock, and the
+    config timed again; a second one fails the config."""
     t0 = time.perf_counter()
-    m = measure.measure_values(prepared.timed, cell.clock, values=spec.values,
-                               warmups=spec.warmups, min_time=spec.min_time,
-                               loops=cell.loops.get(name), context=prepared.context,
-                               after_value=cell.after_value)
+    try:
+        m = _measure_values(cell, name, prepared)
+    except RuntimeError as exc:
+        reason = compilepanel.refused_recompile(exc)
+        if reason is None:
+            raise
+        cell.panel.timed_recompile(name, reason)
+        with prepared.context():
+            prepared.timed()
+        _sync(cell.device)
+        m = _measure_values(cell, name, prepared)
     duration = time.perf_counter() - t0
     peak_cuda = torch.cuda.max_memory_allocated() if cell.device == "cuda" else None
     return ConfigResult(values=tuple(m.values), warmups=tuple(m.warmups), loops=m.loops,
                         cuda_event_values=tuple(m.device_values), duration_s=duration,
                         peak_rss_bytes=measure.peak_rss_bytes(), peak_cuda_bytes=peak_cuda,
+                        clock_warning=measure.device_over_wall(m.values, m.device_values),
                         **common)
 
 
@@ -456,42 +523,7 @@ def _input_dtype(config: tuple[Any, ...]) -> torch.dtype:
                  and a.is_floating_point()), torch.float32)
 
 
-# -- failures and devices ------------------------------------------------------------------
-
-def _where(exc: BaseException) -> str:
-    """The innermost frame of a traceback that is not kscperf's or torch's own, if any."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    # By package folder, not by name: a checkout is often itself called kscperf/.
-    own = tuple(os.path.dirname(os.path.abspath(m.__file__ or "")) + os.sep
-                for m in (check, torch))
-    for frame in reversed(frames):
-        if not os.path.abspath(frame.filename).startswith(own):
-            return f" (at {os.path.basename(frame.filename)}:{frame.lineno} in {frame.name})"
-    return ""
-
-
-def _reason_for(exc: BaseException) -> str:
-    # For these the status already says what kind of exception it was.
-    typed = not isinstance(exc, (Unsupported, Unavailable))
-    return f"{describe_exception(exc, with_type=typed)}{_where(exc)}"
-
-
-def _is_oom(exc: BaseException) -> bool:
-    # CPU allocation failures in torch are plain RuntimeErrors ("DefaultCPUAllocator: can't
-    # allocate memory"); CUDA's are torch.OutOfMemoryError.
-    text = str(exc).lower()
-    return isinstance(exc, (MemoryError, torch.OutOfMemoryError)) or (
-        isinstance(exc, RuntimeError)
-        and ("out of memory" in text or "can't allocate memory" in text))
-
-
-def _status_for(exc: BaseException) -> CellStatus:
-    if isinstance(exc, Unsupported):
-        return CellStatus.UNSUPPORTED
-    if isinstance(exc, Unavailable):
-        return CellStatus.SKIPPED
-    return CellStatus.OOM if _is_oom(exc) else CellStatus.FAILED
-
+# -- devices ---------------------------------------------------------------------------
 
 def _sync(device: str) -> None:
     if device == "cuda":

@@ -27,6 +27,7 @@ __all__ = [
     "cuda_clock",
     "calibrate_loops",
     "measure_values",
+    "device_over_wall",
     "reset_peak_rss",
     "peak_rss_bytes",
 ]
@@ -148,6 +149,24 @@ def measure_values(fn: Callable[[], Any], clock: TimeLoops, *, values: int, warm
                 if device is not None:
                     result.device_values.append(device / loops)
     return result
+
+
+# Events and the host clock disagree by a few microseconds per loop; beyond that, device time
+# over wall time means the events did not bracket the work (another stream, a lost sync).
+DEVICE_OVER_WALL_SLACK = 0.01
+
+
+def device_over_wall(values: list[float], device_values: list[float],
+                     slack: float = DEVICE_OVER_WALL_SLACK) -> str:
+    """Why the values cannot be trusted when some device time exceeds its wall time by more
+    than `slack` (relative), else "". The two lists are paired value by value."""
+    over = [(w, d) for w, d in zip(values, device_values) if d > w * (1 + slack)]
+    if not over:
+        return ""
+    w, d = max(over, key=lambda pair: pair[1] / pair[0] if pair[0] > 0 else float("inf"))
+    return (f"CUDA event time exceeded wall time in {len(over)} of {len(values)} values "
+            f"(worst {d * 1e6:.3g} us on the device against {w * 1e6:.3g} us of wall time): "
+            "the events did not bracket the timed work")
 
 
 _HWM = re.compile(rb"VmHWM:\s+(\d+)\s+kB")

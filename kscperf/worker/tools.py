@@ -37,6 +37,9 @@ is called through its `apply`), which may also have
     example_prep(*args)       prepares one config's inputs (timed as prep) and returns the
                               arguments to call with (None: the inputs as they are)
     example_done(*args)       releases what example_prep made (timed as teardown)
+    compile_figures           named figures of its own compile step, {name: (value, unit)}
+                              (say, the g++ build apart from loading the module), recorded
+                              in the cell's compile panel and compared between builds
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from kscperf.compilepanel import Figure, figures_from
 from kscperf.definitions import ModelTool
 from kscperf.errors import describe_exception
 from kscperf.names import BUILTIN_TOOLS, TASKS, split_device
@@ -129,13 +133,14 @@ class Built:
     example_prep: Callable[..., Any] | None = None
     example_done: Callable[..., Any] | None = None
     support: TaskSupport = field(default_factory=TaskSupport)
+    figures: tuple[Figure, ...] = ()
 
 
 def as_built(obj: Any, who: str) -> Built:
     """What a compile step returned, read the one way for plug-ins and model tools: an
     autograd.Function class is called through `apply`, and a callable's optional `device`,
-    `tasks`, `unsupported_reason`, `example_prep` and `example_done` are kept. TypeError
-    naming `who` for anything that cannot be called."""
+    `tasks`, `unsupported_reason`, `example_prep`, `example_done` and `compile_figures` are
+    kept. TypeError naming `who` for anything that cannot be called."""
     import torch
 
     if isinstance(obj, Built):
@@ -155,7 +160,8 @@ def as_built(obj: Any, who: str) -> Built:
     for name, hook in zip(("example_prep", "example_done"), hooks):
         if hook is not None and not callable(hook):
             raise TypeError(f"{who}: {name} must be callable")
-    return Built(fn, device, hooks[0], hooks[1], declared_support(obj, who))
+    return Built(fn, device, hooks[0], hooks[1], declared_support(obj, who),
+                 figures_from(obj, who))
 
 
 def _identity_compile(fn: Callable[..., Any], example_inputs: tuple[Any, ...],
@@ -278,7 +284,7 @@ def model_tool(tool: ModelTool, factory: Any, where: str) -> tuple[ToolImpl, str
         built = as_built(made, who)
         if tool.transfer:
             return Built(_with_transfer(built.fn), "cpu", built.example_prep,
-                         built.example_done, built.support)
+                         built.example_done, built.support, built.figures)
         return built
 
     device = "cuda" if tool.cuda and not tool.transfer else "cpu"
