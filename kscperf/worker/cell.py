@@ -66,10 +66,8 @@ def preload(modules: tuple[str, ...]) -> None:
         importlib.import_module(name)
 
 
-# Where the worker notes the phase it enters, so that if it dies (signal, os._exit, kill)
-# the orchestrator can still say in which phase and config. One descriptor, overwritten in
-# place: reopening the file with O_TRUNC for each note cost 5-10 ms a note on ext4 (its
-# auto_da_alloc flushes a truncated file), six notes a cell.
+# Where the worker notes its phase, for the orchestrator if it dies. Overwritten in place,
+# newline-padded (reopening it with O_TRUNC cost 5-10 ms a note on ext4's auto_da_alloc).
 _phase_fd: int | None = None
 _phase_note_len = 0
 
@@ -82,7 +80,6 @@ def _enter(phase: str, config: str = "") -> str:
     global _phase_note_len
     if _phase_fd is not None:
         note = f"{phase}\n{config}\n{_position if config else ''}".encode()
-        # Padded with newlines over a longer earlier note; the reader strips them.
         os.pwrite(_phase_fd, note.ljust(_phase_note_len, b"\n"), 0)
         _phase_note_len = max(_phase_note_len, len(note))
     return phase
@@ -553,8 +550,8 @@ def main(spec_path: str, result_path: str) -> int:
     global _phase_fd, _phase_note_len
     if _phase_fd is not None:
         os.close(_phase_fd)
-    _phase_fd = os.open(phase_path(result_path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    _phase_note_len = 0
+    _phase_fd, _phase_note_len = os.open(phase_path(result_path), os.O_WRONLY | os.O_CREAT
+                                         | os.O_TRUNC, 0o644), 0
     turns = None
     if spec.turns:
         turns = Turns(spec.turns[0], spec.turns[1], spec.turn_wait_s)
@@ -574,7 +571,6 @@ def main(spec_path: str, result_path: str) -> int:
 
 
 def _write_result(path: str, result: CellResult, what: str) -> None:
-    # Not synced: the orchestrator on this machine reads it as soon as the worker ends (a
-    # crash of the machine loses the orchestrator's run too), and a sync cost 4-12 ms a
-    # file on a busy disk, two files a cell.
+    # Not synced: the orchestrator here reads it as the worker ends (a machine crash loses
+    # its run too), and a sync cost 4-12 ms a file on a busy disk.
     write_text_atomic(path, json.dumps(result.to_dict()), what, durable=False)
