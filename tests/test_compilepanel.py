@@ -108,10 +108,13 @@ def test_the_report_shows_the_compile_table(builds: Any) -> None:
 def test_files_without_panels_still_load_compare_and_report(builds: Any) -> None:
     old = builds["dir"] / "old.json"
     doc = load_doc(builds["new"])
+    assert any(run.get("compile_panel") for run in doc["kscperf"]["runs"])
     for run in doc["kscperf"]["runs"]:
-        del run["compile_panel"]
+        # Files of the kscperf before the panel have neither key (nor do today's, where
+        # there is no panel or nothing to warn of).
+        run.pop("compile_panel", None)
         for config in run["configs"]:
-            config.pop("clock_warning")
+            config.pop("clock_warning", None)
     old.write_text(json.dumps(doc), encoding="utf-8")
     loaded = api.load(str(old))
     assert all(r.compile_panel is None for r in loaded.runs)
