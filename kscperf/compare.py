@@ -66,9 +66,6 @@ __all__ = [
 
 _ORDER = {v: i for i, v in enumerate(Verdict)}
 
-# Metadata that must match for timings to be comparable: (key, what differs).
-_COMPARABLE_KEYS = COMPARABLE_KEYS
-
 
 @dataclass(frozen=True)
 class BuildInfo:
@@ -498,7 +495,7 @@ def check_comparable(base: LoadedResults, new: LoadedResults) -> list[str]:
     one lockstep run, which may be exactly what it compares."""
     by_what: dict[str, list[str]] = {}
     lockstep = is_lockstep_pair(base, new)
-    for key, what in _COMPARABLE_KEYS:
+    for key, what in COMPARABLE_KEYS:  # (key, what differs), with why in metadata.py
         if lockstep and key == "torch_version":
             continue
         b, n = base.metadata.get(key), new.metadata.get(key)

@@ -54,9 +54,6 @@ __all__ = [
 
 TEMPLATE_NAME = "report.html.j2"
 
-# Environment keys shown first, in this order; any others follow alphabetically.
-_ENV_KEYS = REPORT_KEYS
-
 # The correctness badge of an ok cell; any other status is shown as it reads everywhere.
 _PASSED_BADGE = "pass"
 
@@ -221,7 +218,8 @@ def _env_value(value: Any) -> str:
 
 
 def _environment(results: Sequence[LoadedResults]) -> list[EnvRow]:
-    keys = [k for k in _ENV_KEYS if any(k in r.metadata for r in results)]
+    # REPORT_KEYS first, in their order; any others follow alphabetically.
+    keys = [k for k in REPORT_KEYS if any(k in r.metadata for r in results)]
     extra = sorted({str(k) for r in results for k in r.metadata} - set(keys))
     rows = []
     for key in keys + extra:

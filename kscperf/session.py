@@ -41,9 +41,6 @@ __all__ = ["RunConfig", "Build", "Selection", "Session", "SessionResult", "selec
            "prepare_session", "shipped_bench_defs", "OnProgress"]
 
 _PARTIAL_WRITE_INTERVAL_S = 10.0
-# Per worker process, not per build: kept out of a build's metadata.
-_PER_RUN_KEYS = PER_RUN_KEYS
-
 # Told, after each worker, its progress and the label of its build ("" for a single build).
 OnProgress = Callable[[schedule.Progress, str], None]
 
@@ -374,7 +371,7 @@ def _file_metadata(metadata: dict[str, Any], runs: list[CellResult]) -> dict[str
         for key, value in r.metadata.items():
             if key.startswith("malloc_"):
                 merged[key] = value
-            elif key not in _PER_RUN_KEYS:
+            elif key not in PER_RUN_KEYS:  # per worker process, not per build
                 merged.setdefault(key, value)
     if "python_version" not in metadata and runs and "python_version" in runs[0].metadata:
         merged["python_version"] = runs[0].metadata["python_version"]

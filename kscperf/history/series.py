@@ -26,13 +26,11 @@ from kscperf.names import Kind, cell_name
 from kscperf.results import LoadedResults
 from kscperf.samples import BenchmarkSamples, BuildSamples, build_samples
 
-__all__ = ["SERIES_KINDS", "ENVIRONMENT_KEYS", "StoredBuild", "SeriesKey", "SeriesPoint", "Series",
+__all__ = ["SERIES_KINDS", "StoredBuild", "SeriesKey", "SeriesPoint", "Series",
            "PointRow", "point_rows", "summarize_samples", "floats_json", "machine_scores_of",
            "machine_class_of", "environment_of", "assemble_series", "detectable_effect"]
 
 SERIES_KINDS = tuple(Kind)
-# The metadata that makes a build's environment (why these: kscperf.metadata).
-ENVIRONMENT_KEYS = metadata.ENVIRONMENT_KEYS
 
 
 @dataclass(frozen=True)
@@ -128,8 +126,9 @@ def machine_class_of(loaded: LoadedResults, machine: str | None = None) -> str:
 
 
 def environment_of(loaded: LoadedResults) -> dict[str, str]:
-    """The environment fingerprint of a build: the `ENVIRONMENT_KEYS` it records, as text."""
-    return {k: str(loaded.metadata[k]) for k in ENVIRONMENT_KEYS if k in loaded.metadata}
+    """The environment fingerprint of a build: the `metadata.ENVIRONMENT_KEYS` it records, as
+    text."""
+    return {k: str(loaded.metadata[k]) for k in metadata.ENVIRONMENT_KEYS if k in loaded.metadata}
 
 
 # --------------------------------------------------------------------------------------

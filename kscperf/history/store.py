@@ -63,8 +63,8 @@ CREATE TABLE builds (
     commit_date TEXT NOT NULL,
     run_date TEXT NOT NULL,
     order_key TEXT NOT NULL,
-    environment TEXT NOT NULL,          -- JSON object of _ENVIRONMENT_KEYS
-    machine_scores TEXT,                -- JSON list: _machine_scores(); NULL when unknown
+    environment TEXT NOT NULL,          -- JSON object of metadata.ENVIRONMENT_KEYS
+    machine_scores TEXT,                -- JSON list: machine_scores_of(); NULL when unknown
     UNIQUE (machine_class, label)
 );
 CREATE TABLE series (
