@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Hashable, Mapping, Sequence, TypeVar
 
 from kscperf import stats
+from kscperf.errors import CellStatus
 from kscperf.serieslevels import (
     MIN_BUILDS_AS_UNITS,
     MIN_DIFFERENCES,
     NOISE_FLOOR,
-    OK,
     BuildPoint,
     LevelSeries,
     detectable_step,
@@ -471,7 +471,7 @@ def segments(points: Sequence[BuildPoint], changes: Sequence[Change]
                     | {0, len(points)})
     out = []
     for start, end in zip(bounds, bounds[1:]):
-        values = [v for i in range(start, end) if points[i].status == OK
+        values = [v for i in range(start, end) if points[i].status == CellStatus.OK
                   for v in usable_samples(points[i])]
         if values:
             out.append((start, end - 1, statistics.median(values)))

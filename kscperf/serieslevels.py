@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     import numpy as np
 
 __all__ = [
-    "OK",
     "MIN_BUILDS_AS_UNITS",
     "DETECTABLE_SIDE_BUILDS",
     "NOISE_FLOOR",
@@ -43,8 +42,6 @@ __all__ = [
     "stretch_detectable",
 ]
 
-# The status whose values give a series its level; other statuses are events, not levels.
-OK = CellStatus.OK
 
 # Fewest builds on each side of a step for the builds to be the unit of replication of its
 # test; with fewer, Welch's t on per-build medians has few degrees of freedom on a side, and
@@ -206,7 +203,9 @@ def _uniform_span(points: Sequence[BuildPoint], start: int, end: int
     common case, done in numpy; None otherwise."""
     import numpy as np
 
-    index = [i for i in range(start, end) if points[i].status == OK and points[i].samples]
+    # Only ok builds give a series its level; other statuses are events, not levels.
+    index = [i for i in range(start, end)
+             if points[i].status == CellStatus.OK and points[i].samples]
     if not index or any(points[i].odd for i in index):
         return None
     count = len(points[index[0]].samples)
@@ -244,7 +243,7 @@ def level_series(points: Sequence[BuildPoint], spans: list[tuple[int, int]]
             out.append(_fast_span(*uniform, newest))
             continue
         kept = [(i, usable_samples(points[i])) for i in range(start, end)
-                if points[i].status == OK and points[i].samples]
+                if points[i].status == CellStatus.OK and points[i].samples]
         kept = [(i, s) for i, s in kept if s]
         samples = _without_slow_processes(tuple(s for _, s in kept))
         out.append(LevelSeries(tuple(i for i, _ in kept), samples, _log_medians(samples),
@@ -285,7 +284,7 @@ def per_build_min_detectable(points: Sequence[BuildPoint], alpha: float = stats.
     spreads = []
     for p in points:
         logs = [math.log(v) for v in usable_samples(p)]
-        if p.status == OK and len(logs) >= stats.MIN_PROCESSES:
+        if p.status == CellStatus.OK and len(logs) >= stats.MIN_PROCESSES:
             spreads.append((statistics.variance(logs), len(logs)))
     if not spreads:
         return math.nan
