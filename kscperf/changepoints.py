@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING, Hashable, Mapping, Sequence, TypeVar
 from kscperf import stats
 from kscperf.errors import CellStatus
 from kscperf.serieslevels import (
-    MIN_BUILDS_AS_UNITS,
-    MIN_DIFFERENCES,
+    MIN_SIDE_BUILDS,
     NOISE_FLOOR,
     BuildPoint,
     LevelSeries,
@@ -31,8 +30,6 @@ from kscperf.serieslevels import (
     environment_spans,
     level_noise_sd,
     level_series,
-    per_build_min_detectable,
-    stretch_detectable,
     usable_samples,
 )
 
@@ -43,13 +40,14 @@ __all__ = [
     "SEARCH_PENALTY",
     "MIN_SIDE_BUILDS",
     "BLIP_SDS",
-    "MIN_BUILDS_AS_UNITS",
     "SHORT_HISTORY",
+    "MIN_EFFECT_SLACK_SES",
+    "SHORT_SIDE_BUILDS",
     "BuildPoint",
     "Change",
     "detect_series",
     "control_fdr",
-    "series_min_detectable",
+    "step_direction",
     "detectable_step",
     "segments",
 ]
@@ -63,10 +61,6 @@ SEARCH_PENALTY = 3.0
 # A build whose level is this many noise standard deviations away from each of its
 # neighbours (two on each side), in the same direction, is a blip: an outlier.
 BLIP_SDS = 4.0
-
-# Persistence: a level must hold for this many builds on each side of a step. A single build
-# that differs and reverts is an outlier, not a change.
-MIN_SIDE_BUILDS = 2
 
 # An environment segment with fewer usable builds than this is a short history: its single
 # best split is always tested (the search's noise estimate needs more builds), and a side
@@ -82,11 +76,12 @@ class Change:
     an index into the series) and build `after` (the first build after it).
 
     `kind` is "slower" or "faster" (a step of the level: `ratio` is the after/before level,
-    a ratio of medians, with its interval `low`..`high` and the raw `p_value` of the test),
+    with its interval `low`..`high` and the `p_value` of the test, which pays for the
+    search's choice of the split),
     "environment" or "status" (no ratio or p-value). `detail` says what changed for humans.
     `confirmed` is False for a step opened by the newest build alone, which persistence
-    cannot show yet. `q_value` is set by `control_fdr`; `min_effect` is the threshold the
-    step had to reach: max(the minimum effect asked, the series' minimum detectable effect).
+    cannot show yet. `q_value` is set by `control_fdr`; `min_effect` is the minimum effect
+    the step was held to.
     """
 
     kind: str
@@ -123,29 +118,6 @@ def _status_events(points: Sequence[BuildPoint]) -> list[Change]:
     return [Change("status", i - 1, i, None, None, None, None,
                    f"{points[i - 1].status} → {points[i].status}")
             for i in range(1, len(points)) if points[i].status != points[i - 1].status]
-
-
-def series_min_detectable(points: Sequence[BuildPoint], *, alpha: float = stats.ALPHA
-                          ) -> float:
-    """The series' own minimum detectable effect (0.05 = 5 %): the larger of what one build's
-    processes allow (`stats.min_detectable_effect`, as `compare` reports it) and what the
-    build-to-build spread of the series allows for one build against the next (once the
-    series has 10 consecutive pairs of usable builds). NaN when neither can be estimated.
-    What a step with a side of fewer than `MIN_BUILDS_AS_UNITS` builds must reach while the
-    series' build-to-build noise is not known yet; `detectable_step` is what a series can
-    see."""
-    return _min_detectable(points, level_series(points, environment_spans(points)), alpha)
-
-
-def _min_detectable(points: Sequence[BuildPoint], levels: list[LevelSeries], alpha: float
-                    ) -> float:
-    sd, n_diffs = level_noise_sd(levels)
-    between = (stats.min_detectable_effect(math.sqrt(2.0) * sd, float(n_diffs - 1),
-                                           alpha=alpha)
-               if math.isfinite(sd) and n_diffs >= MIN_DIFFERENCES else math.nan)
-    within = per_build_min_detectable(points, alpha)
-    finite = [v for v in (between, within) if math.isfinite(v)]
-    return max(finite) if finite else math.nan
 
 
 def _best_split(y: np.ndarray, a: int, b: int) -> tuple[int, float]:
@@ -229,22 +201,54 @@ def _drop_outliers(cuts: list[int], n: int, newest: bool) -> tuple[list[int], fr
     return kept, outliers
 
 
-def _step_estimate(left: Sequence[tuple[float, ...]], right: Sequence[tuple[float, ...]],
-                   alpha: float) -> stats.RatioEstimate:
-    """The after/before ratio of two stretches of builds, tested as `compare` tests two
-    builds, one level up: `stats.compare_samples` with each build's per-process medians as
-    one "process" when both sides have `MIN_BUILDS_AS_UNITS` builds or more, so that Welch's
-    t runs on per-build medians and the build, not the process, is the unit of replication
-    (builds differ by more than their processes do). With fewer builds on a side, the
-    processes of each side are pooled: what `compare` does for two builds. That test
-    ignores the build-to-build spread; the effect it must reach (`_Thresholds`), what the
-    two stretches could show given that spread, is what keeps it from calling that spread
-    a change. Each build's samples are those of its usual machine state
-    (`serieslevels.level_series`)."""
-    if len(left) >= MIN_BUILDS_AS_UNITS and len(right) >= MIN_BUILDS_AS_UNITS:
-        return stats.compare_samples(left, right, alpha=alpha)
-    return stats.compare_samples([[v] for s in left for v in s],
-                                 [[v] for s in right for v in s], alpha=alpha)
+# A step found by the search is reported when its estimate comes within this many standard
+# errors of the minimum effect, or goes beyond it. At 0 a step of exactly the minimum effect
+# would be missed half the time (its estimate falls short as often as not); at 1 a step of
+# 60 % of it (3 % against 5 %) was reported one time in ten at 2 % noise. 0.5 finds most
+# 5 % steps and few 3 % ones (docs/changepoints.md, "Thresholds", measured).
+MIN_EFFECT_SLACK_SES = 0.5
+
+# A step with fewer builds than this on a side must lie wholly beyond the minimum effect,
+# its interval and all: next to an edge the search picks the few most extreme builds, whose
+# difference is inflated by the choice (the winner's curse), and nearly every false step of
+# the benchmarks sat there.
+SHORT_SIDE_BUILDS = 5
+
+
+def _step_estimate(series: LevelSeries, left: list[int], right: list[int], alpha: float
+                   ) -> stats.RatioEstimate:
+    """The after/before ratio of two stretches of builds (positions into `series`): Student's
+    t on the builds' log levels (`stats.compare_log_levels`), the build as the unit of
+    replication (builds differ by more than their processes do), its p-value paying for the
+    search's choice of the split among the stretches' builds (`stats.split_search_p_value`).
+    A history shorter than `SHORT_HISTORY` has too few builds for that: its processes are
+    pooled, as `compare` does for two builds."""
+    if len(series.index) < SHORT_HISTORY:
+        return stats.compare_samples([[v] for i in left for v in series.samples[i]],
+                                     [[v] for i in right for v in series.samples[i]],
+                                     alpha=alpha)
+    est = stats.compare_log_levels([float(series.levels[i]) for i in left],
+                                   [float(series.levels[i]) for i in right], alpha=alpha)
+    return dataclasses.replace(est, p_value=stats.split_search_p_value(
+        est.p_value, len(left) + len(right), MIN_SIDE_BUILDS))
+
+
+def step_direction(est: stats.RatioEstimate, *, min_effect: float = stats.DEFAULT_MIN_EFFECT,
+                   alpha: float = stats.ALPHA, short_side: bool = False) -> int:
+    """The one rule that makes a tested difference of two stretches of builds (or a
+    lockstep link) a step: +1 slower, -1 faster, 0 no step. A step is significant
+    (`est.p_value` < `alpha`) and its ratio within `MIN_EFFECT_SLACK_SES` standard errors of
+    `min_effect` or beyond; with `short_side`, the near end of its interval is beyond
+    `min_effect`."""
+    if not est.p_value < alpha or not (math.isfinite(est.ratio) and est.ratio > 0):
+        return 0
+    sign = 1 if est.ratio > 1.0 else -1
+    limit = math.log1p(min_effect) - 1e-12  # an exact 5 % step stays one despite rounding
+    if short_side:
+        near = math.log(est.low) if sign > 0 else -math.log(est.high)
+        return sign if near >= limit else 0
+    slack = MIN_EFFECT_SLACK_SES * est.se_log if math.isfinite(est.se_log) else 0.0
+    return sign if abs(math.log(est.ratio)) + slack >= limit else 0
 
 
 @dataclass(frozen=True)
@@ -252,40 +256,10 @@ class _Step:
     cut: int
     estimate: stats.RatioEstimate
     direction: int  # +1 slower, -1 faster, 0 fails the test or the minimum effect
-    threshold: float  # the effect it had to reach (see `_Thresholds`)
-
-
-# The standard error of a median of many normal values over that of their mean.
-_MEDIAN_SE_FACTOR = math.sqrt(math.pi / 2.0)
-
-
-@dataclass(frozen=True)
-class _Thresholds:
-    """What a step must reach: `min_effect` where both sides have `MIN_BUILDS_AS_UNITS`
-    builds (the test then sees the builds' scatter); where a side has fewer (the test pools
-    processes and does not), also what those two stretches could show given the series'
-    level noise `noise_sd`, at a significance that pays for the choice of the split among
-    the segment's builds (`serieslevels.stretch_detectable`, for a ratio of medians), or,
-    while that noise is unknown, what one build against the next shows (`fallback`)."""
-
-    min_effect: float
-    noise_sd: float
-    fallback: float
-
-    def of(self, left: int, right: int, candidates: int, alpha: float) -> float:
-        if min(left, right) >= MIN_BUILDS_AS_UNITS:
-            return self.min_effect
-        # The pooled test's ratio is one of medians, whose standard error is about
-        # sqrt(pi / 2) times that of the mean of the levels that `stretch_detectable` uses.
-        floor = _MEDIAN_SE_FACTOR * stretch_detectable(self.noise_sd, left, right,
-                                                       alpha=alpha, candidates=candidates)
-        if not math.isfinite(floor):
-            floor = self.fallback
-        return max(self.min_effect, _finite_or(floor, 0.0))
 
 
 def _test_cuts(series: LevelSeries, cuts: list[int], outliers: frozenset[int],
-               thresholds: _Thresholds, alpha: float,
+               min_effect: float, alpha: float,
                cache: dict[tuple[int, int, int], _Step]) -> list[_Step]:
     """Each cut tested between its neighbouring stretches, outliers left out. Cached by
     (start, cut, end): dropping one cut re-tests only its two neighbours."""
@@ -294,24 +268,23 @@ def _test_cuts(series: LevelSeries, cuts: list[int], outliers: frozenset[int],
     steps = []
     for a, c, b in zip(bounds, bounds[1:], bounds[2:]):
         if (a, c, b) not in cache:
-            left = [series.samples[i] for i in range(a, c) if i not in outliers]
-            right = [series.samples[i] for i in range(c, b) if i not in outliers]
-            est = _step_estimate(left, right, alpha)
-            threshold = thresholds.of(len(left), len(right), n - 1, alpha)
-            direction = stats.classify_change(est.ratio, est.p_value, min_effect=threshold,
-                                              alpha=alpha)
-            cache[(a, c, b)] = _Step(c, est, direction, threshold)
+            left = [i for i in range(a, c) if i not in outliers]
+            right = [i for i in range(c, b) if i not in outliers]
+            est = _step_estimate(series, left, right, alpha)
+            short = n >= SHORT_HISTORY and min(len(left), len(right)) < SHORT_SIDE_BUILDS
+            cache[(a, c, b)] = _Step(c, est, step_direction(est, min_effect=min_effect, alpha=alpha,
+                                                          short_side=short))
         steps.append(cache[(a, c, b)])
     return steps
 
 
 def _prune(series: LevelSeries, cuts: list[int], outliers: frozenset[int],
-           thresholds: _Thresholds, alpha: float) -> list[_Step]:
+           min_effect: float, alpha: float) -> list[_Step]:
     """Otava's merge pass: while some cut fails its test (p >= alpha) or the minimum effect,
     drop the weakest (highest p-value) and re-test its neighbours."""
     cache: dict[tuple[int, int, int], _Step] = {}
     while True:
-        steps = _test_cuts(series, cuts, outliers, thresholds, alpha, cache)
+        steps = _test_cuts(series, cuts, outliers, min_effect, alpha, cache)
         failing = [s for s in steps if s.direction == 0]
         if not failing:
             return steps
@@ -365,7 +338,7 @@ def _without(series: LevelSeries, dropped: np.ndarray) -> LevelSeries:
                    series.levels[kept], series.newest)
 
 
-def _segment_steps(series: LevelSeries, noise_sd: float, thresholds: _Thresholds,
+def _segment_steps(series: LevelSeries, noise_sd: float, min_effect: float,
                    alpha: float) -> list[Change]:
     """The steps of one environment segment, as candidate `Change`s."""
     series = _without(series, _blips(series.levels, noise_sd, series.newest,
@@ -378,7 +351,7 @@ def _segment_steps(series: LevelSeries, noise_sd: float, thresholds: _Thresholds
         cuts = _join_step_edges(cuts, series.levels)
     cuts, outliers = _drop_outliers(cuts, n, series.newest)
     changes = []
-    for step in _prune(series, cuts, outliers, thresholds, alpha):
+    for step in _prune(series, cuts, outliers, min_effect, alpha):
         before = max(i for i in range(step.cut) if i not in outliers)
         after = min(i for i in range(step.cut, n) if i not in outliers)
         est = step.estimate
@@ -386,7 +359,7 @@ def _segment_steps(series: LevelSeries, noise_sd: float, thresholds: _Thresholds
             "slower" if step.direction > 0 else "faster", series.index[before],
             series.index[after], est.ratio, est.low, est.high, est.p_value, "",
             confirmed=not (series.newest and after == n - 1),
-            min_effect=step.threshold))
+            min_effect=min_effect))
     return changes
 
 
@@ -397,12 +370,12 @@ def detect_series(points: Sequence[BuildPoint], *, min_effect: float = stats.DEF
 
     Promises: steps are searched only inside stretches of one environment, over builds with
     status "ok" and a usable sample, so a change of environment is only ever an
-    "environment" event. Each step's ratio, interval and raw p-value are those of
-    `stats.compare_samples` between the stretches on either side (see `_step_estimate`);
-    every step has p < alpha and an effect of at least `min_effect`, and, where a side has
-    fewer than `MIN_BUILDS_AS_UNITS` builds (the test then pools processes and cannot see
-    the builds' scatter), at least what those two stretches could show given the series'
-    build-to-build noise, paying for the choice of the split (`_Thresholds`); each side holds at least `MIN_SIDE_BUILDS` builds, except that
+    "environment" event. Each step's ratio, interval and p-value are those of Student's t
+    on the log levels of the stretches on either side, the p-value paying for the search's
+    choice of the split (see `_step_estimate`); every step has p < alpha and an estimate
+    within `MIN_EFFECT_SLACK_SES` standard errors of `min_effect` or beyond, and one with a
+    side of fewer than `SHORT_SIDE_BUILDS` builds an interval wholly beyond `min_effect`;
+    each side holds at least `MIN_SIDE_BUILDS` builds, except that
     the newest build may open a step alone (`confirmed` False) and a history of fewer than
     `SHORT_HISTORY` builds may have one-build sides. A build that differs and reverts is an
     outlier: never a step, and left out of the levels. Deterministic. The steps still need
@@ -410,13 +383,11 @@ def detect_series(points: Sequence[BuildPoint], *, min_effect: float = stats.DEF
     """
     spans = environment_spans(points)
     levels = level_series(points, spans)
-    sd, n_diffs = level_noise_sd(levels)
+    sd, _ = level_noise_sd(levels)
     noise_sd = max(_finite_or(sd, 0.0), NOISE_FLOOR)
-    threshold = _Thresholds(min_effect, sd if n_diffs >= MIN_DIFFERENCES else math.nan,
-                            _min_detectable(points, levels, alpha))
     events = _environment_events(points, spans) + _status_events(points)
     for series in levels:
-        events += _segment_steps(series, noise_sd, threshold, alpha)
+        events += _segment_steps(series, noise_sd, min_effect, alpha)
     order = {"environment": 0, "status": 1, "slower": 2, "faster": 2}
     return sorted(events, key=lambda c: (c.after, order[c.kind], c.before))
 

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 __all__ = [
-    "MIN_BUILDS_AS_UNITS",
+    "MIN_SIDE_BUILDS",
     "DETECTABLE_SIDE_BUILDS",
     "NOISE_FLOOR",
     "BuildPoint",
@@ -39,17 +39,12 @@ __all__ = [
     "level_noise_sd",
     "per_build_min_detectable",
     "detectable_step",
-    "stretch_detectable",
 ]
 
 
-# Fewest builds on each side of a step for the builds to be the unit of replication of its
-# test; with fewer, Welch's t on per-build medians has few degrees of freedom on a side, and
-# a split chosen by the search among many at the edge of a history turned noise into steps
-# (6 gave 5.6 false steps per 1,000 shared-VM series, 8 gave 2.2: docs/changepoints.md), so
-# the sides' processes are pooled and the step must also reach what one build against the
-# next can show (see `changepoints`).
-MIN_BUILDS_AS_UNITS = 8
+# Persistence: a level must hold for this many builds on each side of a step. A single build
+# that differs and reverts is an outlier, not a change.
+MIN_SIDE_BUILDS = 2
 
 # `detectable_step` is stated for a step with this many builds on each side (fewer in a
 # shorter history): what a regression must be to be found within this many builds of it.
@@ -294,26 +289,14 @@ def per_build_min_detectable(points: Sequence[BuildPoint], alpha: float = stats.
                                        alpha=alpha)
 
 
-def stretch_detectable(noise_sd: float, left: int, right: int, *, alpha: float = stats.ALPHA,
-                       candidates: int = 1, power: float = stats.DEFAULT_POWER) -> float:
-    """The minimum detectable effect of a step between stretches of `left` and `right`
-    builds whose levels scatter by `noise_sd` (the sd of a log level), builds as the unit,
-    at significance `alpha / candidates`: a split chosen among `candidates` positions pays
-    for the choice (Bonferroni). NaN when the noise is unknown."""
-    if not math.isfinite(noise_sd) or left < 1 or right < 1:
-        return math.nan
-    se = max(noise_sd, NOISE_FLOOR) * math.sqrt(1.0 / left + 1.0 / right)
-    return stats.min_detectable_effect(se, math.inf, alpha=alpha / max(candidates, 1),
-                                       power=power)
-
-
 def detectable_step(points: Sequence[BuildPoint], *, alpha: float = stats.ALPHA,
                     power: float = stats.DEFAULT_POWER) -> float:
     """The smallest step (0.05 = 5 %) that this series could find now with probability
     `power`: the minimum detectable effect of the test of two stretches of
     `DETECTABLE_SIDE_BUILDS` builds each (fewer when the newest environment has fewer than
-    twice that), from the series' robust build-to-build noise, builds as the unit
-    (`stats.min_detectable_effect`). Before the series has `MIN_DIFFERENCES` consecutive
+    twice that), from the series' robust build-to-build noise, builds as the unit, paying
+    for the choice of the split as the test does (`stats.min_detectable_effect` at
+    `stats.split_search_significance`). Before the series has `MIN_DIFFERENCES` consecutive
     pairs of usable builds, its noise is unknown and this is what one build against the next
     shows from their processes (`per_build_min_detectable`). NaN when neither is known.
 
@@ -325,6 +308,9 @@ def detectable_step(points: Sequence[BuildPoint], *, alpha: float = stats.ALPHA,
     side = min(DETECTABLE_SIDE_BUILDS, newest // 2)
     if not math.isfinite(sd) or n_diffs < MIN_DIFFERENCES or side < 2:
         return per_build_min_detectable(points, alpha)
-    # The test is Welch's t on the logs of the per-build medians, `side` builds a side.
+    # The test is Student's t on the builds' log levels, `side` builds a side, at the
+    # significance that pays for the search's choice of the split among their 2 * side.
     se = max(sd, NOISE_FLOOR) * math.sqrt(2.0 / side)
-    return stats.min_detectable_effect(se, 2.0 * (side - 1), alpha=alpha, power=power)
+    return stats.min_detectable_effect(
+        se, 2.0 * (side - 1), power=power,
+        alpha=stats.split_search_significance(alpha, 2 * side, MIN_SIDE_BUILDS))

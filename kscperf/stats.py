@@ -34,6 +34,9 @@ __all__ = [
     "ratio_of_medians",
     "compare_samples",
     "compare_paired_samples",
+    "compare_log_levels",
+    "split_search_p_value",
+    "split_search_significance",
     "paired_log_ratios",
     "adjust_p_values",
     "classify_change",
@@ -236,6 +239,66 @@ def compare_samples(base_runs: Sequence[Sequence[float]], new_runs: Sequence[Seq
     return _pooled(ratio, pooled_b, pooled_n, alpha)
 
 
+def compare_log_levels(base_logs: Sequence[float], new_logs: Sequence[float], *,
+                       alpha: float = ALPHA) -> RatioEstimate:
+    """NEW/BASE for two stretches of builds of one series, from one log level per build:
+    `ratio` is exp(mean NEW log - mean BASE log), and the interval and p-value are those of
+    Student's two-sample t-test on the logs (one pooled variance, n - 2 degrees of freedom,
+    method "levels"). The variance is pooled because the noise around a level is the same on
+    both sides of a step of it, and a stretch of two builds cannot estimate its own. The
+    estimate is the mean the test is about: a ratio of medians beside a t-test on means
+    misstates p whenever the two disagree. Needs three builds or more, one or more a side;
+    otherwise every number is NaN (method "none")."""
+    n_b, n_n = len(base_logs), len(new_logs)
+    if n_b < 1 or n_n < 1 or n_b + n_n < 3:
+        return _nan_estimate("none", n_b, n_n)
+    mean_b, mean_n = math.fsum(base_logs) / n_b, math.fsum(new_logs) / n_n
+    squares = (math.fsum((v - mean_b) ** 2 for v in base_logs)
+               + math.fsum((v - mean_n) ** 2 for v in new_logs))
+    df = float(n_b + n_n - 2)
+    se = math.sqrt(squares / df * (1.0 / n_b + 1.0 / n_n))
+    return _t_estimate(math.exp(mean_n - mean_b), se, df, alpha, "levels", n_b, n_n)
+
+
+def split_search_p_value(p_value: float, builds: int, min_side: int) -> float:
+    """The p-value of a step whose split was chosen, among every split of `builds` builds
+    that leaves `min_side` or more on each side, as the one that differs most: the chance
+    that the largest of those standardized differences reaches the one found, when there is
+    no step. `p_value` is the chosen split's own two-sided p-value, as if it had been fixed in
+    advance. The tail of the maximum is the approximation of James, James and Siegmund
+    (1987, Biometrika 74:71-83; Siegmund 1988) for a change in a normal mean: b phi(b)
+    sum_k w_k nu(b sqrt(w_k)), w_k = n / (k (n - k)), with Siegmund's correction nu for a
+    discrete search. Never below `p_value`, never above 1; `p_value` itself with fewer than
+    two splits to choose from."""
+    import numpy as np
+    from scipy import stats as sps
+
+    splits = builds - 2 * min_side + 1
+    if splits < 2 or not 0.0 < p_value < 1.0:
+        return p_value
+    b = float(sps.norm.isf(p_value / 2.0))
+    k = np.arange(min_side, builds - min_side + 1, dtype=float)
+    weight = builds / (k * (builds - k))
+    half = b * np.sqrt(weight) / 2.0
+    nu = (sps.norm.cdf(half) - 0.5) / (half * (half * sps.norm.cdf(half) + sps.norm.pdf(half)))
+    tail = b * float(sps.norm.pdf(b)) * float(np.sum(weight * nu))
+    return min(1.0, max(p_value, tail))
+
+
+@functools.lru_cache(maxsize=256)
+def split_search_significance(alpha: float, builds: int, min_side: int) -> float:
+    """The p-value, as if the split were fixed, that `split_search_p_value` turns into
+    `alpha`: the significance a chosen split's own test must reach. `alpha` itself when
+    there is no choice. Cached: a store asks for a handful of distinct arguments."""
+    from scipy import optimize
+
+    if builds - 2 * min_side + 1 < 2:
+        return alpha
+    return math.exp(optimize.brentq(
+        lambda log_p: math.log(split_search_p_value(math.exp(log_p), builds, min_side))
+        - math.log(alpha), math.log(1e-300), math.log(alpha), xtol=1e-6))
+
+
 def _paired_logs(base: Sequence[float], new: Sequence[float]) -> list[float]:
     # Value j of each build was timed in alternate turns with value j of the other, so the
     # two saw the same state of the machine. A position unusable on either side is dropped
@@ -328,29 +391,6 @@ def effect_direction(ratio: float, min_effect: float = DEFAULT_MIN_EFFECT) -> Di
     if math.log(ratio) <= -limit:
         return Direction.FASTER
     return Direction.SAME
-
-
-def beyond_effect_p_value(ratio: float, se_log: float, df: float, *,
-                          min_effect: float = DEFAULT_MIN_EFFECT) -> float:
-    """The two-sided p-value of the t-test (`df` degrees of freedom, normal when infinite)
-    that log(ratio) equals the minimum effect on its own side, log(1 + `min_effect`) for a
-    ratio above 1 and -log(1 + `min_effect`) below: small only when the change is beyond the
-    minimum effect, not merely different from none. A null of "no difference" would let a
-    real change inside the minimum effect (on a busy machine, a lockstep bias of 1-2 %)
-    pass whenever noise pushed its estimate past the effect. 1 for a ratio that is not
-    positive and finite or a standard error that is not finite; with se 0, 0 beyond the
-    effect and 1 at or within it."""
-    if not (ratio > 0 and math.isfinite(ratio) and se_log >= 0 and math.isfinite(se_log)):
-        return 1.0
-    log_ratio = math.log(ratio)
-    distance = abs(log_ratio) - math.log1p(min_effect)
-    if se_log == 0.0:
-        return 0.0 if distance > 0 else 1.0
-    from scipy import stats as sps
-
-    spread = abs(distance) / se_log
-    tail = sps.norm.sf(spread) if not math.isfinite(df) else sps.t.sf(spread, df)
-    return min(1.0, float(2.0 * tail))
 
 
 def min_detectable_effect(se_log: float, df: float, *, alpha: float = ALPHA,

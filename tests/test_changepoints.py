@@ -4,6 +4,7 @@ rate control, on seeded synthetic series whose answers are known."""
 from __future__ import annotations
 
 import math
+import statistics
 import random
 from typing import Sequence
 
@@ -55,11 +56,13 @@ def test_a_20_percent_step_is_found_at_its_build_with_the_compare_statistics() -
     assert step.low <= step.ratio <= step.high
     assert step.ratio == pytest.approx(1.2, rel=0.02)
     assert step.p_value is not None and step.p_value < 1e-6
-    # The same numbers as `compare` gives for the two stretches, builds as the units.
-    expected = stats.compare_samples([p.samples for p in points[:40]],
-                                     [p.samples for p in points[40:]])
-    assert (step.ratio, step.low, step.high, step.p_value) == (
-        expected.ratio, expected.low, expected.high, expected.p_value)
+    # Student's t on the builds' log levels, the build as the unit, its p-value paying for
+    # the choice of the split among the 80 builds.
+    logs = [math.log(statistics.median(p.samples)) for p in points]
+    expected = stats.compare_log_levels(logs[:40], logs[40:])
+    assert (step.ratio, step.low, step.high) == (expected.ratio, expected.low, expected.high)
+    assert step.p_value == stats.split_search_p_value(expected.p_value, 80,
+                                                      changepoints.MIN_SIDE_BUILDS)
 
 
 def test_a_speedup_is_faster_and_several_steps_are_all_found() -> None:
@@ -141,36 +144,67 @@ def test_a_step_below_the_minimum_effect_is_not_a_change() -> None:
 
 
 def test_long_stretches_find_a_step_that_one_build_against_the_next_could_not() -> None:
-    # 6 % between builds: one build against the next could not see 12 %, forty builds
-    # against forty can, and the step is found at its build.
+    # 6 % between builds hides 12 % from one build against the next, and from ten builds
+    # against ten (the detectable step); forty builds against forty see it, and the step
+    # is found at its build.
     points = _series([1.0] * 40 + [1.12] * 40, spread=0.06)
-    assert changepoints.series_min_detectable(points) > 0.12
-    assert changepoints.detectable_step(points) < 0.12
+    assert changepoints.detectable_step(points) > 0.12
     steps = _steps(changepoints.detect_series(points))
     assert [(c.kind, c.after) for c in steps] == [("slower", 40)]
     assert steps[0].min_effect == stats.DEFAULT_MIN_EFFECT
 
 
-def test_a_step_with_a_short_side_must_reach_what_its_two_stretches_could_show() -> None:
-    # The same 12 % opened three builds from the end: that side's test pools processes and
-    # cannot see the builds' scatter, so the step must reach what three builds against 77
-    # could show given that scatter, paying for the choice of the split: about 24 % here.
+def test_a_step_with_a_short_side_must_lie_wholly_beyond_the_minimum_effect() -> None:
+    # 12 % three builds from the end, at 6 % between builds: its interval reaches below
+    # 5 %, and next to an edge the search's pick is inflated by the choice, so no step.
     points = _series([1.0] * 77 + [1.12] * 3, spread=0.06)
     assert _steps(changepoints.detect_series(points)) == []
+    # 30 % at 0.5 %: plainly beyond, found at its build though its side is short.
     quiet = _series([1.0] * 77 + [1.3] * 3, spread=0.005)
-    steps = _steps(changepoints.detect_series(quiet, min_effect=0.0))
+    steps = _steps(changepoints.detect_series(quiet))
     assert [(c.kind, c.after) for c in steps] == [("slower", 77)]
-    # three builds see more than one: the floor is above nothing, below one build's
-    assert 0.0 < steps[0].min_effect < changepoints.series_min_detectable(quiet)
-    middle = _steps(changepoints.detect_series(_series([1.0] * 40 + [1.3] * 40, spread=0.005),
-                                               min_effect=0.0))
-    assert [c.min_effect for c in middle] == [0.0]
+    assert steps[0].low is not None and steps[0].low > 1.05
+    # The same 12 % in the middle of the series, forty builds a side, is a step.
+    middle = _steps(changepoints.detect_series(_series([1.0] * 40 + [1.12] * 40,
+                                                       spread=0.06)))
+    assert [c.after for c in middle] == [40]
 
 
-def test_the_series_minimum_detectable_effect_uses_the_builds_own() -> None:
-    points = [dataclass_replace(p, min_detectable=0.4) for p in _series([1.0] * 20)]
-    assert changepoints.series_min_detectable(points) == pytest.approx(0.4)
-    assert math.isnan(changepoints.series_min_detectable([]))
+def _estimate(ratio: float, se_log: float, p_value: float = 1e-6) -> stats.RatioEstimate:
+    spread = 1.96 * se_log
+    return stats.RatioEstimate(ratio, ratio * math.exp(-spread), ratio * math.exp(spread),
+                               p_value, se_log, 50.0, "levels", 30, 30)
+
+
+def test_a_step_just_under_the_minimum_effect_counts_when_the_data_cannot_rule_it_out(
+) -> None:
+    # A true 5 % step is estimated under 5 % half the time: within half a standard error of
+    # the minimum effect, it still counts; measured tightly enough to rule 5 % out, not.
+    assert changepoints.step_direction(_estimate(1.048, 0.01)) == 1
+    assert changepoints.step_direction(_estimate(1 / 1.048, 0.01)) == -1
+    assert changepoints.step_direction(_estimate(1.048, 0.001)) == 0
+    assert changepoints.step_direction(_estimate(1.03, 0.01)) == 0
+    assert changepoints.step_direction(_estimate(1.05, 0.0)) == 1
+    # Not significant, or a short side whose interval reaches under 5 %: no step.
+    assert changepoints.step_direction(_estimate(1.2, 0.01, p_value=0.06)) == 0
+    assert changepoints.step_direction(_estimate(1.08, 0.02), short_side=True) == 0
+    assert changepoints.step_direction(_estimate(1.2, 0.02), short_side=True) == 1
+    # On a series: 3 % at 2 % noise is not reported, 10 % is.
+    below = _series([1.0] * 30 + [1.03] * 30, spread=0.02, seed=4)
+    assert _steps(changepoints.detect_series(below)) == []
+    above = _series([1.0] * 30 + [1.10] * 30, spread=0.02, seed=4)
+    assert [c.after for c in _steps(changepoints.detect_series(above))] == [30]
+
+
+def test_the_search_pays_for_its_choice_of_the_split() -> None:
+    from scipy import stats as sps
+
+    # The largest standardized difference over the splits of 60 builds of pure noise
+    # reaches 3 in about 4.7 % of series (simulated: tests/test_stats.py), not 0.27 %.
+    p = float(2 * sps.norm.sf(3.0))
+    assert stats.split_search_p_value(p, 60, 2) == pytest.approx(0.047, abs=0.004)
+    assert stats.split_search_p_value(p, 4, 2) == p  # one split: no choice
+    assert stats.split_search_p_value(1e-30, 60, 2) < 1e-25
 
 
 def dataclass_replace(point: BuildPoint, **changes: object) -> BuildPoint:

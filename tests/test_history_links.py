@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import synthetic
-from kscperf import api, changepoints, history
+from kscperf import api, changepoints, history, stats
 from kscperf.history import journal, links
 from runner_testing import cli, explain, run_benchmarks_command, single_error_line
 
@@ -80,9 +80,12 @@ def test_an_ab_folder_adds_the_new_build_and_a_link_the_index_rebuilds(tmp_path:
     with history.open_store(str(store)) as s:
         (b0, b1) = s.builds()
         found = s.links(b1.machine_class)
-    # One link per run-time benchmark, none for compile, prep or memory.
-    assert sorted(found) == sorted(("time", f"vrelu3/{tool}/fwd/{c}")
-                                   for tool in ("pt", "compiled") for c in ("1024", "16384"))
+    # A link per benchmark and kind: a series without one would be judged on levels from
+    # separate runs.
+    with history.open_store(str(store)) as s:
+        series = {(str(x.key.kind), x.key.benchmark) for x in s.series(b1.machine_class)}
+    assert set(found) == series
+    assert {k for k, _ in found} >= {"time", "compile", "prep"}
     compiled = found[("time", "vrelu3/compiled/fwd/1024")][b1.id]
     assert (compiled.base_id, compiled.new_id, compiled.method) == (b0.id, b1.id, "pairs")
     assert compiled.n_pairs == 3 and compiled.low < compiled.ratio < compiled.high
@@ -198,15 +201,22 @@ def test_link_changes_leave_small_and_status_changing_links_alone() -> None:
     assert [(c.kind, c.before, c.after) for c in changes] == [("faster", 1, 2)]
 
 
-def test_a_link_different_from_1_but_not_plainly_beyond_the_effect_is_no_step() -> None:
-    series = _series(4)
-    # Both far from 1 (t = 7 and 26); only the second plainly beyond 5 % (t = 1.8 and 21).
-    by_new = {2: _link(1, 2, 1.07), 3: _link(2, 3, 1.30)}
+def test_a_link_is_a_step_by_the_rule_of_the_levels_steps() -> None:
+    series = _series(6)
+    # All significant (p 0.001): 2 % is a real change below the minimum effect; 7 % and 30 %
+    # are steps; 4.9 % with se 1 % comes within half a standard error of 5 %; 4.5 % measured
+    # to 0.1 % is shown to be below it.
+    by_new = {1: _link(0, 1, 1.02), 2: _link(1, 2, 1.07), 3: _link(2, 3, 1.30),
+              4: _link(3, 4, 1.049), 5: _link(4, 5, 1.045, se_log=0.001)}
     changes, _ = links.link_changes(series, by_new, min_effect=0.05)
-    assert [c.after for c in changes] == [2, 3]
-    assert changes[0].p_value is not None and changes[0].p_value > 0.1
+    assert [c.after for c in changes] == [2, 3, 4]
+    for c in changes:
+        estimate = stats.RatioEstimate(c.ratio, c.low, c.high, c.p_value, 0.01, 2.0, "pairs",
+                                       3, 3)
+        assert changepoints.step_direction(estimate, min_effect=0.05) == 1
     kept = changepoints.control_fdr({series.key: changes})
-    assert [(c.kind, c.after) for c in kept[series.key]] == [("slower", 3)]
+    assert [(c.kind, c.after) for c in kept[series.key]] == [("slower", 2), ("slower", 3),
+                                                             ("slower", 4)]
 
 
 # ---- killed adds ------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 
 import pytest
 from scipy import stats as sps
@@ -287,20 +288,40 @@ def test_paired_falls_back_to_unpaired_with_one_pair_and_drops_unusable_values()
     assert aligned.ratio == pytest.approx(1.2) and aligned.se_log == pytest.approx(0.0)
 
 
-def test_beyond_effect_p_value_is_the_t_test_against_the_minimum_effect_on_its_side() -> None:
-    rng = random.Random(11)
-    for centre in (0.12, -0.12, 0.06):
-        logs = [rng.gauss(centre, 0.05) for _ in range(8)]
-        mean = sum(logs) / len(logs)
-        se = sps.tstd(logs) / math.sqrt(len(logs))
-        boundary = math.copysign(math.log(1.05), mean)
-        expected = sps.ttest_1samp(logs, popmean=boundary).pvalue
-        got = stats.beyond_effect_p_value(math.exp(mean), se, 7, min_effect=0.05)
-        assert got == pytest.approx(expected, rel=1e-9)
-    # Plainly different from 1 (t = 7), not plainly beyond 5 % (t = 1.8).
-    assert stats.beyond_effect_p_value(1.07, 0.01, 2) > 0.1
-    assert stats.beyond_effect_p_value(1.30, 0.01, 2) < 0.01
-    assert stats.beyond_effect_p_value(1.30, 0.0, math.inf) == 0.0
-    assert stats.beyond_effect_p_value(1.02, 0.0, math.inf) == 1.0
-    assert stats.beyond_effect_p_value(math.nan, 0.01, 2) == 1.0
-    assert stats.beyond_effect_p_value(1.3, math.inf, 2) == 1.0
+
+
+def test_the_split_search_p_value_matches_a_simulated_search_of_pure_noise() -> None:
+    import numpy as np
+    from scipy import stats as sps
+
+    # The largest standardized difference over the splits of 60 builds of pure noise,
+    # each side at least 2 builds: how often it reaches b, against the approximation.
+    rng = np.random.default_rng(7)
+    n, side = 60, 2
+    y = rng.normal(size=(6000, n))
+    sums = np.cumsum(y, axis=1)
+    k = np.arange(1, n)
+    left = sums[:, :-1]
+    z = (left / k - (sums[:, -1:] - left) / (n - k)) / np.sqrt(1 / k + 1 / (n - k))
+    largest = np.abs(z[:, side - 1:n - side]).max(axis=1)
+    for b in (2.5, 3.0, 3.5):
+        simulated = float((largest > b).mean())
+        approximated = stats.split_search_p_value(float(2 * sps.norm.sf(b)), n, side)
+        assert approximated == pytest.approx(simulated, rel=0.15, abs=0.003)
+    assert stats.split_search_significance(0.05, n, side) == pytest.approx(
+        0.0029, rel=0.05)
+    assert stats.split_search_p_value(stats.split_search_significance(0.05, n, side), n,
+                                      side) == pytest.approx(0.05, rel=1e-4)
+
+
+def test_compare_log_levels_is_students_t_on_the_logs() -> None:
+    from scipy import stats as sps
+
+    base, new = [0.0, 0.01, -0.01, 0.02], [0.10, 0.12, 0.09]
+    est = stats.compare_log_levels(base, new)
+    expected = sps.ttest_ind(new, base, equal_var=True)
+    assert est.method == "levels" and est.df == 5.0
+    assert est.p_value == pytest.approx(float(expected.pvalue))
+    assert est.ratio == pytest.approx(math.exp(statistics.fmean(new) - statistics.fmean(base)))
+    assert est.low < est.ratio < est.high
+    assert stats.compare_log_levels([0.0], [0.1]).method == "none"

@@ -3,13 +3,14 @@
 `run-benchmarks ab -o DIR` runs build N-1 (the base) and build N (the new build) in
 lockstep and writes `DIR/<label>.json` for each. Added to a store, the new side becomes
 build N, its base side's file is kept as `links/<the new build's stored name>`, and the
-index holds a **link** from build N-1 to build N per run-time benchmark: the paired ratio
-NEW/BASE as `compare` computes it for a lockstep pair, its interval, p-value and number of
-process pairs. A link is rebuilt from those two files alone, as levels are.
+index holds a **link** from build N-1 to build N per benchmark and kind: the ratio NEW/BASE
+as `compare` computes it for a lockstep pair (paired value by value for run time), its
+interval, p-value and number of process pairs. A link is rebuilt from those two files
+alone, as levels are.
 
 Policy (`link_changes`): where a series has a link between two consecutive builds, the link
-decides that pair: a step when its ratio is beyond the minimum effect (the p-value of a test
-that it is beyond that effect then enters the false discovery control across all series),
+decides that pair: a step by the rule of `changepoints.step_direction` (its p-value then
+enters the false discovery control across all series),
 an environment event when its two sides ran in different environments, and nothing else:
 the machine's speed moved both sides alike. `chained_timeline` multiplies the links along a series into a drift-free
 timeline whose interval grows along the chain. This module decides nothing about levels;
@@ -29,6 +30,7 @@ from kscperf.errors import KscperfError
 from kscperf.fileio import write_bytes_atomic
 from kscperf.history.journal import pending_name
 from kscperf.history.series import Series, environment_of, machine_class_of
+from kscperf.names import Kind
 from kscperf.results import LoadedResults, load_results
 
 __all__ = ["LINKS_DIR", "LINK_DETAIL", "LINKS_SCHEMA", "AbFolder", "LinkRow", "Link",
@@ -97,8 +99,10 @@ def read_ab_folder(path: str) -> AbFolder:
 
 @dataclass(frozen=True)
 class LinkRow:
-    """One run-time benchmark of a link, before it is stored."""
+    """One benchmark and kind of a link, before it is stored; `benchmark` is its series'
+    name (without the kind's suffix)."""
 
+    kind: str
     benchmark: str
     ratio: float
     low: float
@@ -127,21 +131,25 @@ def _se_log(ratio: float, low: float, high: float, n: int, method: str) -> float
 
 
 def link_rows(base: LoadedResults, new: LoadedResults) -> list[LinkRow]:
-    """The run-time rows of NEW against BASE, as `compare` computes them for the two files
-    of one lockstep run (value pairs where each side has at least two processes), for
-    every benchmark with a finite ratio in both builds."""
+    """The rows of NEW against BASE, of every kind (run time, compile, prep, memory), as
+    `compare` computes them for the two files of one lockstep run (value pairs for run time
+    where each side has at least two processes; the processes of each side for the rest,
+    which both sides measured under the same machine state), for every benchmark with a
+    finite ratio in both builds. Every kind: a series without a link would be judged on
+    levels from separate runs, which the machine's drift moves."""
     from kscperf import compare
 
     comparison = compare.compare_builds(base, new, force=True)
     out = []
     for r in comparison.rows:
-        if r.kind != "time" or not (r.ratio > 0 and math.isfinite(r.ratio)) \
-                or not math.isfinite(r.p_value):
+        if not (r.ratio > 0 and math.isfinite(r.ratio)) or not math.isfinite(r.p_value):
             continue
-        out.append(LinkRow(r.name, r.ratio, r.ratio_low, r.ratio_high, r.p_value,
+        suffix = Kind(r.kind).suffix
+        out.append(LinkRow(str(r.kind), r.name[: len(r.name) - len(suffix)] if suffix
+                           else r.name, r.ratio, r.ratio_low, r.ratio_high, r.p_value,
                            _se_log(r.ratio, r.ratio_low, r.ratio_high, r.n_base, r.method),
                            r.n_base, r.method))
-    return sorted(out, key=lambda row: row.benchmark)
+    return sorted(out, key=lambda row: (row.kind, row.benchmark))
 
 
 def environment_change(base: LoadedResults, new: LoadedResults) -> str:
@@ -155,16 +163,16 @@ def environment_change(base: LoadedResults, new: LoadedResults) -> str:
 def insert_links(db: sqlite3.Connection, machine_class: str, base_id: int, new_id: int,
                  rows: Sequence[LinkRow], environment: str) -> None:
     """Write the links of one `ab` run into the store's index, inside the store's own
-    transaction (the store is their only caller). A benchmark without a run-time series of
-    the new build is left out."""
-    series_ids = {b: i for i, b in db.execute(
-        "SELECT id, benchmark FROM series WHERE machine_class = ? AND kind = 'time'",
-        (machine_class,))}
+    transaction (the store is their only caller). A row without a series of its kind and
+    benchmark in the store is left out."""
+    series_ids = {(k, b): i for i, k, b in db.execute(
+        "SELECT id, kind, benchmark FROM series WHERE machine_class = ?", (machine_class,))}
     db.executemany(
         "INSERT INTO links VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-        [(series_ids[r.benchmark], base_id, new_id, r.ratio, r.low, r.high, r.p_value,
-          r.se_log if math.isfinite(r.se_log) else 1e9, r.n_pairs, r.method, environment)
-         for r in rows if r.benchmark in series_ids])
+        [(series_ids[(r.kind, r.benchmark)], base_id, new_id, r.ratio, r.low, r.high,
+          r.p_value, r.se_log if math.isfinite(r.se_log) else 1e9, r.n_pairs, r.method,
+          environment)
+         for r in rows if (r.kind, r.benchmark) in series_ids])
 
 
 def base_build_id(db: sqlite3.Connection, root: str, folder: AbFolder, new_label: str,
@@ -262,11 +270,11 @@ def link_changes(series: Series, links: dict[int, Link], *,
     cover (the `after` index of each linked pair of consecutive builds).
 
     Promises: a link across environments is an environment event and never a step; a link
-    of two builds both "ok" whose ratio is beyond `min_effect` is a candidate step whose
-    p-value tests that it is beyond `min_effect`, not merely different from 1
-    (`stats.beyond_effect_p_value`; the false discovery control decides); a pair whose
-    status changed is left to the levels' status events."""
-    from kscperf.changepoints import Change
+    of two builds both "ok" is a candidate step by the rule the levels' steps follow
+    (`changepoints.step_direction`: significant, and at or near `min_effect`), with the
+    link's own p-value (the false discovery control across all series decides); a pair
+    whose status changed is left to the levels' status events."""
+    from kscperf.changepoints import Change, step_direction
 
     changes: list[Any] = []
     covered = set()
@@ -278,14 +286,13 @@ def link_changes(series: Series, links: dict[int, Link], *,
             continue
         if series.points[i - 1].status != "ok" or series.points[i].status != "ok":
             continue
-        direction = stats.effect_direction(link.ratio, min_effect)
-        if direction is not stats.Direction.SAME:
-            slower = direction is stats.Direction.SLOWER
-            changes.append(Change("slower" if slower else "faster", i - 1, i,
-                                  link.ratio, link.low, link.high,
-                                  stats.beyond_effect_p_value(
-                                      link.ratio, link.se_log, _df(link.n_pairs, link.method),
-                                      min_effect=min_effect),
+        estimate = stats.RatioEstimate(link.ratio, link.low, link.high, link.p_value,
+                                       link.se_log, _df(link.n_pairs, link.method),
+                                       link.method, link.n_pairs, link.n_pairs)
+        direction = step_direction(estimate, min_effect=min_effect)
+        if direction:
+            changes.append(Change("slower" if direction > 0 else "faster", i - 1, i,
+                                  link.ratio, link.low, link.high, link.p_value,
                                   LINK_DETAIL, min_effect=min_effect))
     return changes, covered
 
