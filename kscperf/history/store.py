@@ -44,8 +44,9 @@ __all__ = ["INDEX_NAME", "BUILDS_DIR", "MACHINE_SUFFIX", "HistoryStore", "open_s
 
 INDEX_NAME = "index.sqlite"
 BUILDS_DIR = "builds"
-# Bumped whenever the index's tables change; an index of another version is rebuilt.
-_SCHEMA_VERSION = 6
+# Bumped whenever the index's tables or what they hold change; an index of another version
+# is rebuilt (7: links of every kind, not only run time).
+_SCHEMA_VERSION = 7
 
 # Beside a store's copy of a file added with --machine CLASS: that class.
 MACHINE_SUFFIX = ".machine"
