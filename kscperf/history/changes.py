@@ -140,12 +140,25 @@ def too_noisy(detectable_step: float | None, min_effect: float) -> bool:
 
 
 def detectable_steps(store: HistoryStore, series: Sequence[Series]) -> dict[SeriesKey, float]:
-    """Each series' smallest step it could find now (`changepoints.detectable_step`; NaN
-    when its noise is not known yet)."""
+    """Each series' smallest step it could find now (`_sight`: from its lockstep links
+    where it has them, else `changepoints.detectable_step`; NaN when its noise is not
+    known yet)."""
+    marks, _ = _class_marks(store, series)
+    by_class = {cls: store.links(cls) for cls in {s.key.machine_class for s in series}}
+    return {s.key: _sight(s, build_points(s, marks), by_class[s.key.machine_class])
+            for s in series}
+
+
+def _sight(s: Series, points: Sequence[Any],
+           class_links: dict[tuple[str, str], dict[int, links.Link]]) -> float:
+    """What one series can see now: what its links show where it has them (it is judged on
+    them), else what its levels show (`changepoints.detectable_step`)."""
     from kscperf import changepoints
 
-    marks, _ = _class_marks(store, series)
-    return {s.key: changepoints.detectable_step(build_points(s, marks)) for s in series}
+    linked = class_links.get((str(s.key.kind), s.key.benchmark))
+    if linked:
+        return links.link_detectable(list(linked.values()))
+    return changepoints.detectable_step(points)
 
 
 def _blind_entry(s: Series, detectable: float, min_effect: float) -> HistoryChange:
@@ -197,13 +210,10 @@ def find_changes(store: HistoryStore, *, min_effect: float = stats.DEFAULT_MIN_E
     out: list[HistoryChange] = []
     for i, changes in kept.items():
         s = all_series[i]
-        sight = changepoints.detectable_step(points[i])
+        sight = _sight(s, points[i], class_links[s.key.machine_class])
         out.extend(dataclasses.replace(c, detectable_step=sight) for c in _series_changes(
             s, changes, shifts[s.key.machine_class], min_effect))
-        # A series with lockstep links is judged on them, whose noise its levels' figure
-        # does not describe: it is never called too noisy from its levels.
-        linked = class_links[s.key.machine_class].get((str(s.key.kind), s.key.benchmark))
-        if include_blind and s.points and not linked and too_noisy(sight, min_effect):
+        if include_blind and s.points and too_noisy(sight, min_effect):
             out.append(_blind_entry(s, sight, min_effect))
     if not per_series_environment:
         out = _one_environment_entry(out)

@@ -37,7 +37,7 @@ from kscperf.results import LoadedResults, load_results
 __all__ = ["LINKS_DIR", "LINK_DETAIL", "LINKS_SCHEMA", "AbFolder", "LinkRow", "Link",
            "read_ab_folder", "link_rows", "environment_change", "insert_links",
            "base_build_id", "stage_link", "index_stored_links",
-           "class_links", "link_scatter", "link_changes", "TimelinePoint", "chained_timeline"]
+           "class_links", "link_scatter", "link_detectable", "link_changes", "TimelinePoint", "chained_timeline"]
 
 LINKS_DIR = "links"
 # The detail of a step that a link found: `changes` never lets the machine's speed explain
@@ -286,6 +286,20 @@ def link_scatter(series_links: Sequence[Link]) -> float:
         return math.nan
     center = statistics.median(logs)
     return 1.4826 * statistics.median(abs(v - center) for v in logs)
+
+
+def link_detectable(series_links: Sequence[Link]) -> float:
+    """The smallest step (0.05 = 5 %) a link like the series' newest one could show at 80 %
+    power: the minimum detectable effect of its standard error, or of the scatter of the
+    series' links where that is larger (as `link_changes` tests it). NaN without a link
+    within one environment."""
+    usable = [k for k in series_links if not k.environment and math.isfinite(k.se_log)]
+    if not usable:
+        return math.nan
+    newest = max(usable, key=lambda k: k.new_id)
+    scatter = link_scatter(series_links)
+    se = max(newest.se_log, scatter) if math.isfinite(scatter) else newest.se_log
+    return stats.min_detectable_effect(se, _df(newest.n_pairs, newest.method))
 
 
 def link_changes(series: Series, links: dict[int, Link], *,
