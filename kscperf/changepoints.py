@@ -229,8 +229,12 @@ def _step_estimate(series: LevelSeries, left: list[int], right: list[int], alpha
                                      alpha=alpha)
     est = stats.compare_log_levels([float(series.levels[i]) for i in left],
                                    [float(series.levels[i]) for i in right], alpha=alpha)
+    # A split with a short side answers to a stricter rule (`step_direction`), so a split
+    # with none pays only for the choice among the splits that have none.
+    side = SHORT_SIDE_BUILDS if min(len(left), len(right)) >= SHORT_SIDE_BUILDS \
+        else MIN_SIDE_BUILDS
     return dataclasses.replace(est, p_value=stats.split_search_p_value(
-        est.p_value, len(left) + len(right), MIN_SIDE_BUILDS))
+        est.p_value, len(left) + len(right), side))
 
 
 def step_direction(est: stats.RatioEstimate, *, min_effect: float = stats.DEFAULT_MIN_EFFECT,

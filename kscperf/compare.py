@@ -507,7 +507,7 @@ def check_comparable(base: LoadedResults, new: LoadedResults) -> list[str]:
 
 def compare_builds(base: LoadedResults, new: LoadedResults, *,
                    min_effect: float = stats.DEFAULT_MIN_EFFECT, force: bool = False,
-                   alpha: float = stats.ALPHA) -> Comparison:
+                   alpha: float = stats.ALPHA, fixed_sample: bool = False) -> Comparison:
     """NEW against BASE, benchmark by benchmark, for every `Kind`.
 
     Promises: each row has a ratio NEW/BASE of medians with its interval, a p-value and a
@@ -519,7 +519,10 @@ def compare_builds(base: LoadedResults, new: LoadedResults, *,
 
     Raises KscperfError naming the difference when the files come from different machines,
     CPUs, GPUs, torch versions or profiles, unless `force` (the differences are then kept in
-    `ignored_differences`). A plain pyperf file compares by its run-time values.
+    `ignored_differences`). A plain pyperf file compares by its run-time values. With
+    `fixed_sample`, the pairs of an `ab --until-resolved` run are tested as a fixed sample
+    (the paired t-test of a plain `ab`) instead of by the confidence sequence its stopping
+    rule used: the history's question of one night's pairs (`history.links`).
     """
     if not min_effect >= 0:
         raise KscperfError(f"the minimum effect must be 0 or more, not {min_effect!r}.")
@@ -527,7 +530,7 @@ def compare_builds(base: LoadedResults, new: LoadedResults, *,
     base_samples, new_samples = build_samples(base), build_samples(new)
     lockstep = is_lockstep_pair(base, new)
     check = _machine_check(base, new, base_samples, new_samples, alpha)
-    until_resolved = is_sequential_pair(base, new)
+    until_resolved = is_sequential_pair(base, new) and not fixed_sample
     compared = [_compare_pair(b, n, alpha, lockstep, until_resolved)
                 for b, n in _pair_rows(base_samples, new_samples)]
     rows = [_row(c, q, min_effect, alpha, check.shift)

@@ -57,12 +57,12 @@ def test_a_20_percent_step_is_found_at_its_build_with_the_compare_statistics() -
     assert step.ratio == pytest.approx(1.2, rel=0.02)
     assert step.p_value is not None and step.p_value < 1e-6
     # Student's t on the builds' log levels, the build as the unit, its p-value paying for
-    # the choice of the split among the 80 builds.
+    # the choice of the split among the 80 builds' splits with no short side.
     logs = [math.log(statistics.median(p.samples)) for p in points]
     expected = stats.compare_log_levels(logs[:40], logs[40:])
     assert (step.ratio, step.low, step.high) == (expected.ratio, expected.low, expected.high)
     assert step.p_value == stats.split_search_p_value(expected.p_value, 80,
-                                                      changepoints.MIN_SIDE_BUILDS)
+                                                      changepoints.SHORT_SIDE_BUILDS)
 
 
 def test_a_speedup_is_faster_and_several_steps_are_all_found() -> None:

@@ -136,10 +136,14 @@ def link_rows(base: LoadedResults, new: LoadedResults) -> list[LinkRow]:
     where each side has at least two processes; the processes of each side for the rest,
     which both sides measured under the same machine state), for every benchmark with a
     finite ratio in both builds. Every kind: a series without a link would be judged on
-    levels from separate runs, which the machine's drift moves."""
+    levels from separate runs, which the machine's drift moves. The pairs of an `ab
+    --until-resolved` run are tested as a fixed sample (`compare_builds(fixed_sample=True)`):
+    its confidence sequence is valid at any stopping time but, with the few pairs a clear
+    night needs, its p-value cannot get small enough for the false discovery control
+    across a store (docs/changepoints.md, "Links and levels")."""
     from kscperf import compare
 
-    comparison = compare.compare_builds(base, new, force=True)
+    comparison = compare.compare_builds(base, new, force=True, fixed_sample=True)
     out = []
     for r in comparison.rows:
         if not (r.ratio > 0 and math.isfinite(r.ratio)) or not math.isfinite(r.p_value):
