@@ -373,12 +373,21 @@ def test_workflow_has_the_matrix_and_the_merge_job() -> None:
     assert "shard" in ([needs] if isinstance(needs, str) else needs)
     assert "cancelled()" in merge["if"] or "always()" in merge["if"]
 
+    # One job installs the build's environment under PERF_HOME, torch first, the code not
+    # editable (a snapshot of the build), and picks the base build once for every shard.
+    setup = doc["jobs"]["setup"]
+    assert "setup" in ([shard["needs"]] if isinstance(shard["needs"], str) else shard["needs"])
+    assert "setup" in needs and setup["runs-on"] == shard["runs-on"]
+    install = next(s["run"] for s in setup["steps"] if "torch==" in s.get("run", ""))
+    assert install.index('pip" install "torch==') < install.index('pip" install .'), install
+    assert "install -e" not in install and '"$PERF_HOME/envs/$BUILD"' in install
+    assert set(setup["outputs"]) == {"base-build", "base-python"}
     for job in (shard, merge):
-        install = next(s["run"] for s in job["steps"] if "pip install" in s.get("run", ""))
-        assert install.index('pip install "torch==') < install.index("pip install -e ."), install
+        assert "pip" not in "\n".join(s.get("run", "") for s in job["steps"])
+        assert job["env"]["BASE_BUILD"] == "${{ needs.setup.outputs.base-build }}"
     runs = "\n".join(s.get("run", "") for s in shard["steps"])
-    assert '--shard "${{ matrix.shard }}/${{ strategy.job-total }}"' in runs
-    assert "--balance" in runs
+    assert runs.count('--shard "${{ matrix.shard }}/${{ strategy.job-total }}"') == 2
+    assert "--balance" in runs and "run-benchmarks ab " in runs and "--until-resolved" in runs
 
     uploads = _steps_using(shard, "actions/upload-artifact")
     assert len(uploads) == 1 and "always()" in uploads[0]["if"]
