@@ -9,10 +9,11 @@ only the last two are kept."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
@@ -96,8 +97,15 @@ def _dashboard(run_dir: Path) -> dict[str, Any]:
                              for p in (published / "benchmarks").glob("*.html"))}
 
 
-def test_the_workflow_runs_three_nights_in_lockstep_with_links(tmp_path: Path) -> None:
-    perf_home = tmp_path / "perf-home"
+@pytest.fixture
+def perf_home(tmp_path: Path) -> Iterator[Path]:
+    """The runners' persistent folder; its environments (about 1 GB each) go afterwards."""
+    yield tmp_path / "perf-home"
+    shutil.rmtree(tmp_path / "perf-home" / "envs", ignore_errors=True)
+
+
+def test_the_workflow_runs_three_nights_in_lockstep_with_links(tmp_path: Path,
+                                                               perf_home: Path) -> None:
     runner = _runner(tmp_path, perf_home)
     store = perf_home / "history"
 
