@@ -400,28 +400,29 @@ def _finite_or(value: float, default: float) -> float:
     return value if math.isfinite(value) else default
 
 
-def control_fdr(per_series: Mapping[_Key, list[Change]], *, fdr: float = stats.ALPHA
-                ) -> dict[_Key, list[Change]]:
+def control_fdr(per_series: Mapping[_Key, list[Change]], *, fdr: float = stats.ALPHA,
+                tests: Mapping[_Key, int] | None = None) -> dict[_Key, list[Change]]:
     """The events of every series with the steps that survive Benjamini-Hochberg across all
     of them (`stats.adjust_p_values`), each with its `q_value` set.
 
     Promises: environment and status events are all kept; a step is kept when its q-value
-    is under `fdr`. Every series counts as a test even when it has no candidate step (it then
-    counts once, with p = 1), so that a store of many quiet series does not make the few
-    candidates look rarer than they are; the false discovery rate among the steps kept is
-    then at most `fdr` for independent or positively dependent tests. The order of each list
-    is kept.
+    is under `fdr`. Every series counts as `tests[key]` tests (1 when not given): its
+    candidate steps, and as many more with p = 1 as it made tests that gave no candidate
+    (a series with no candidate counts once, a series of n lockstep links n times), so
+    that a store of many quiet series or links does not make the few candidates look rarer
+    than they are; the false discovery rate among the steps kept is then at most `fdr` for
+    independent or positively dependent tests. The order of each list is kept.
     """
     p_values: list[float] = []
     where: list[tuple[_Key, int]] = []
-    quiet = 0
+    untested = 0
     for key, changes in per_series.items():
         steps = [(i, c) for i, c in enumerate(changes) if c.is_step and c.p_value is not None]
-        quiet += not steps
+        untested += max(0, (tests or {}).get(key, 1) - len(steps))
         for i, c in steps:
             where.append((key, i))
             p_values.append(c.p_value if c.p_value is not None else math.nan)
-    q_values = stats.adjust_p_values(p_values + [1.0] * quiet)
+    q_values = stats.adjust_p_values(p_values + [1.0] * untested)
     q_of = {spot: q for spot, q in zip(where, q_values)}
     kept: dict[_Key, list[Change]] = {}
     for key, changes in per_series.items():

@@ -35,6 +35,7 @@ __all__ = [
     "compare_samples",
     "compare_paired_samples",
     "compare_log_levels",
+    "t_estimate",
     "split_search_p_value",
     "split_search_significance",
     "paired_log_ratios",
@@ -162,17 +163,18 @@ def _welch_on_process_medians(ratio: float, base_medians: list[float],
     if se == 0.0:
         # Every process of both builds gave the same median (deterministic counters such as
         # peak memory): the ratio is known exactly.
-        return _t_estimate(ratio, 0.0, math.inf, alpha, "processes", k_b, k_n)
+        return t_estimate(ratio, 0.0, math.inf, alpha, "processes", k_b, k_n)
     # Welch-Satterthwaite; a side with zero variance contributes no term.
     denominator = (vb * vb / (k_b - 1) if vb else 0.0) + (vn * vn / (k_n - 1) if vn else 0.0)
     df = (vb + vn) ** 2 / denominator
-    return _t_estimate(ratio, se, df, alpha, "processes", k_b, k_n)
+    return t_estimate(ratio, se, df, alpha, "processes", k_b, k_n)
 
 
-def _t_estimate(ratio: float, se: float, df: float, alpha: float, method: str, n_base: int,
+def t_estimate(ratio: float, se: float, df: float, alpha: float, method: str, n_base: int,
                 n_new: int) -> RatioEstimate:
-    """The estimate of a t-test of log(ratio) = 0 with standard error `se`: the two-sided
-    p-value and the matching interval ratio * exp(+-t * se). With se 0 the ratio is known
+    """The estimate of a t-test of log(ratio) = 0 with standard error `se` and `df` degrees
+    of freedom (normal when infinite): the two-sided p-value and the matching (1 - alpha)
+    interval ratio * exp(+-t * se). With se 0 the ratio is known
     exactly: p is 1 for a ratio of 1, else 0, and the interval is the ratio itself."""
     if se == 0.0:
         return RatioEstimate(ratio, ratio, ratio, 1.0 if ratio == 1.0 else 0.0, 0.0, math.inf,
@@ -257,7 +259,7 @@ def compare_log_levels(base_logs: Sequence[float], new_logs: Sequence[float], *,
                + math.fsum((v - mean_n) ** 2 for v in new_logs))
     df = float(n_b + n_n - 2)
     se = math.sqrt(squares / df * (1.0 / n_b + 1.0 / n_n))
-    return _t_estimate(math.exp(mean_n - mean_b), se, df, alpha, "levels", n_b, n_n)
+    return t_estimate(math.exp(mean_n - mean_b), se, df, alpha, "levels", n_b, n_n)
 
 
 def split_search_p_value(p_value: float, builds: int, min_side: int) -> float:
@@ -325,7 +327,7 @@ def compare_paired_samples(pairs: Sequence[tuple[Sequence[float], Sequence[float
         return compare_samples([b for b, _ in pairs], [n for _, n in pairs], alpha=alpha)
     k = len(logs)
     se = statistics.stdev(logs) / math.sqrt(k)
-    return _t_estimate(math.exp(statistics.fmean(logs)), se, float(k - 1), alpha, "pairs", k, k)
+    return t_estimate(math.exp(statistics.fmean(logs)), se, float(k - 1), alpha, "pairs", k, k)
 
 
 def paired_log_ratios(pairs: Sequence[tuple[Sequence[float], Sequence[float]]]

@@ -367,3 +367,11 @@ def test_a_series_too_noisy_to_see_five_percent_says_so() -> None:
     short = [dataclass_replace(p, min_detectable=0.3) for p in _series([1.0] * 4)]
     assert changepoints.detectable_step(short) == pytest.approx(0.3)
     assert math.isnan(changepoints.detectable_step([]))
+
+
+def test_fdr_control_counts_every_test_a_series_made() -> None:
+    # One candidate at p = 0.004 beside 9 quiet series: q = 0.04, kept. Counted as one of
+    # the 30 lockstep links its series tested, it is one test of 39: q = 0.156, dropped.
+    found = {"s": [_step(0.004)], **{f"q{i}": [] for i in range(9)}}
+    assert [c.q_value for c in changepoints.control_fdr(found)["s"]] == [pytest.approx(0.04)]
+    assert changepoints.control_fdr(found, tests={"s": 30})["s"] == []

@@ -185,12 +185,15 @@ def find_changes(store: HistoryStore, *, min_effect: float = stats.DEFAULT_MIN_E
                         for link in by_build.values()}
     points = [build_points(s, marks) for s in all_series]
     found: dict[int, list[Any]] = {}
+    tests: dict[int, int] = {}
     for i, s in enumerate(all_series):
-        found[i], _ = links.with_links(
+        found[i], covered = links.with_links(
             s, changepoints.detect_series(points[i], min_effect=min_effect),
             class_links[s.key.machine_class].get((str(s.key.kind), s.key.benchmark), {}),
             min_effect=min_effect)
-    kept = changepoints.control_fdr(found)
+        # Each link is a test of its own; the levels of the pairs without one, one more.
+        tests[i] = len(covered) + 1
+    kept = changepoints.control_fdr(found, tests=tests)
     out: list[HistoryChange] = []
     for i, changes in kept.items():
         s = all_series[i]

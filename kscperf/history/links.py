@@ -20,6 +20,7 @@ timeline whose interval grows along the chain. This module decides nothing about
 from __future__ import annotations
 
 import math
+import statistics
 import os
 import sqlite3
 from dataclasses import dataclass
@@ -36,7 +37,7 @@ from kscperf.results import LoadedResults, load_results
 __all__ = ["LINKS_DIR", "LINK_DETAIL", "LINKS_SCHEMA", "AbFolder", "LinkRow", "Link",
            "read_ab_folder", "link_rows", "environment_change", "insert_links",
            "base_build_id", "stage_link", "index_stored_links",
-           "class_links", "link_changes", "TimelinePoint", "chained_timeline"]
+           "class_links", "link_scatter", "link_changes", "TimelinePoint", "chained_timeline"]
 
 LINKS_DIR = "links"
 # The detail of a step that a link found: `changes` never lets the machine's speed explain
@@ -268,6 +269,25 @@ def _series_links(series: Series, links: dict[int, Link]) -> dict[int, Link]:
     return out
 
 
+# Fewest links of one environment in a series from which their scatter is estimated.
+MIN_LINKS_FOR_SCATTER = 5
+
+
+def link_scatter(series_links: Sequence[Link]) -> float:
+    """The standard deviation of the log ratios of a series' links within one environment,
+    robustly (the median absolute deviation, so that a real step or two do not count): how
+    far two nights' links of unchanged builds scatter. NaN with fewer than
+    `MIN_LINKS_FOR_SCATTER` links. A single-shot kind (prep, compile) measures one value per
+    process, and its nights differ by more than their processes do (zygotes, caches): on
+    this VM identical builds' prep links ranged 0.87-1.37x with intervals of a few percent."""
+    logs = sorted(math.log(k.ratio) for k in series_links
+                  if not k.environment and k.ratio > 0 and math.isfinite(k.ratio))
+    if len(logs) < MIN_LINKS_FOR_SCATTER:
+        return math.nan
+    center = statistics.median(logs)
+    return 1.4826 * statistics.median(abs(v - center) for v in logs)
+
+
 def link_changes(series: Series, links: dict[int, Link], *,
                  min_effect: float = stats.DEFAULT_MIN_EFFECT) -> tuple[list[Any], set[int]]:
     """The `changepoints.Change`s the links of one series decide, and the positions they
@@ -275,14 +295,18 @@ def link_changes(series: Series, links: dict[int, Link], *,
 
     Promises: a link across environments is an environment event and never a step; a link
     of two builds both "ok" is a candidate step by the rule the levels' steps follow
-    (`changepoints.step_direction`: significant, and at or near `min_effect`), with the
-    link's own p-value (the false discovery control across all series decides); a pair
-    whose status changed is left to the levels' status events."""
+    (`changepoints.step_direction`: significant, and at or near `min_effect`), tested with
+    the larger of its own standard error and the scatter of the series' links
+    (`link_scatter`), so that a night's offset that every night of the series shows is not
+    a step (the false discovery control across all series decides); a pair whose status
+    changed is left to the levels' status events."""
     from kscperf.changepoints import Change, step_direction
 
     changes: list[Any] = []
     covered = set()
-    for i, link in sorted(_series_links(series, links).items()):
+    by_position = _series_links(series, links)
+    scatter = link_scatter(list(by_position.values()))
+    for i, link in sorted(by_position.items()):
         covered.add(i)
         if link.environment:
             changes.append(Change("environment", i - 1, i, None, None, None, None,
@@ -290,13 +314,17 @@ def link_changes(series: Series, links: dict[int, Link], *,
             continue
         if series.points[i - 1].status != "ok" or series.points[i].status != "ok":
             continue
-        estimate = stats.RatioEstimate(link.ratio, link.low, link.high, link.p_value,
-                                       link.se_log, _df(link.n_pairs, link.method),
-                                       link.method, link.n_pairs, link.n_pairs)
+        se = max(link.se_log, scatter) if math.isfinite(scatter) else link.se_log
+        estimate = (stats.t_estimate(link.ratio, se, _df(link.n_pairs, link.method),
+                                     stats.ALPHA, link.method, link.n_pairs, link.n_pairs)
+                    if se > link.se_log else
+                    stats.RatioEstimate(link.ratio, link.low, link.high, link.p_value,
+                                        link.se_log, _df(link.n_pairs, link.method),
+                                        link.method, link.n_pairs, link.n_pairs))
         direction = step_direction(estimate, min_effect=min_effect)
         if direction:
             changes.append(Change("slower" if direction > 0 else "faster", i - 1, i,
-                                  link.ratio, link.low, link.high, link.p_value,
+                                  link.ratio, estimate.low, estimate.high, estimate.p_value,
                                   LINK_DETAIL, min_effect=min_effect))
     return changes, covered
 
