@@ -1,8 +1,11 @@
 """examples/slurm/ on a real one-node Slurm cluster: Debian's slurmctld, slurmd and munge,
 started as root with a configuration in a temporary folder (no cgroups:
 proctrack/linuxproc, task/none). The test submits examples/slurm/submit.sh as a user would,
-waits for the shard array and the merge job, checks the merged build against an unsharded
-run of the same selection, the store and the dashboard, and stops every daemon it started.
+three nights in a row, and waits each time for the shard array and the merge job. Night 1
+has no last nightly: plain shards, the merged build checked against an unsharded run of the
+same selection, the store and the dashboard. Nights 2 and 3 run in lockstep with the night
+before: each side's shards merged apart, the folder added to the store as a link, checked
+against what the stored files say. It stops every daemon it started.
 Skipped where the packages are missing or the test does not run as root (`.ci/run`
 installs them)."""
 
@@ -15,16 +18,20 @@ import socket
 import subprocess
 import sys
 import time
+from filecmp import cmp
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 
 from kscperf import history
+from kscperf.history import links
+from kscperf.results import load_results
 from runner_testing import DEFS, ROOT, cli, explain, load_doc
 
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol")
-FLAGS = "--fast --values 2 --warmups 0 --min-time 0.001 --tools pt,ptnice --tasks inference"
+# Two processes per cell: lockstep pairs them.
+FLAGS = "--processes 2 --values 2 --warmups 0 --min-time 0.001 --tools pt,ptnice --tasks inference"
 
 pytestmark = [
     pytest.mark.slow,
@@ -126,30 +133,86 @@ def _wait_for_jobs(env: dict[str, str], timeout_s: float = 900) -> None:
     pytest.fail("the Slurm jobs did not finish in time")
 
 
-def test_submit_sh_runs_the_shards_and_the_merge_on_a_real_cluster(
-        tmp_path: Path, cluster: dict[str, str]) -> None:
-    results = tmp_path / "nightly"
-    env = {**cluster, "SUITE": str(DEFS / "toy.py"), "SHARDS": "2", "RESULTS": str(results),
-           "RUN_FLAGS": FLAGS, "BUILD": "night1", "KSCPERF_VENV": sys.prefix}
-    proc = subprocess.run(["bash", str(ROOT / "examples" / "slurm" / "submit.sh")], cwd=tmp_path,
-                          env=env, text=True, capture_output=True, timeout=60)
+def _submit(env: dict[str, str], cwd: Path, build: str) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(["bash", str(ROOT / "examples" / "slurm" / "submit.sh")], cwd=cwd,
+                          env={**env, "BUILD": build}, text=True, capture_output=True,
+                          timeout=120)
     assert proc.returncode == 0, explain(proc)
     assert "shards in array job" in proc.stdout, explain(proc)
-    _wait_for_jobs(cluster)
+    _wait_for_jobs(env)
+    return proc
 
+
+def _cells(doc: dict[str, Any]) -> set[tuple[str, str, str, str | None, str]]:
+    return {(c["model"], c["tool"], c["task"], c.get("config"), c["status"])
+            for c in doc["kscperf"]["cells"]}
+
+
+def _first_night(tmp_path: Path, results: Path) -> None:
+    """The plain night: the merged build is the unsharded run's, in the store alone."""
     merged = load_doc(results / "night1.json")
     shards = [load_doc(results / "shards" / "night1" / f"shard-{i}-of-2.json") for i in (1, 2)]
     unsharded = tmp_path / "unsharded.json"
     run = cli("run", DEFS / "toy.py", *FLAGS.split(), "--build", "night1", "-o", unsharded)
     assert run.returncode == 0, explain(run)
-
-    def cells(doc: dict) -> set[tuple[str, str, str, str | None, str]]:
-        return {(c["model"], c["tool"], c["task"], c.get("config"), c["status"])
-                for c in doc["kscperf"]["cells"]}
-
-    assert cells(merged) == cells(load_doc(unsharded))
-    assert all(cells(s) for s in shards) and not cells(shards[0]) & cells(shards[1])
+    assert _cells(merged) == _cells(load_doc(unsharded))
+    assert all(_cells(s) for s in shards) and not _cells(shards[0]) & _cells(shards[1])
     with history.open_store(str(results / "history")) as store:
         assert [b.label for b in store.builds()] == ["night1"]
+        (cls,) = store.machine_classes()
+        assert store.links(cls) == {}
     assert "night1" in (results / "dashboard" / "index.html").read_text(encoding="utf-8")
     assert (results / "night1.html").is_file()
+
+
+def _lockstep_night(results: Path, base: str, new: str) -> set[tuple[str, str]]:
+    """A lockstep night's folder, merged side by side, and the store's build and link of
+    it against the files: the links of the whole store, as (base, new) labels."""
+    folder = results / "ab" / new
+    base_doc, new_doc = load_doc(folder / f"{base}.json"), load_doc(folder / f"{new}.json")
+    assert base_doc["metadata"]["lockstep_id"] == new_doc["metadata"]["lockstep_id"]
+    assert base_doc["metadata"]["merged_shards"] == new_doc["metadata"]["merged_shards"] == "1,2/2"
+    assert _cells(new_doc) == _cells(load_doc(results / f"{new}.json"))
+    with history.open_store(str(results / "history")) as store:
+        builds = {b.label: b for b in store.builds()}
+        (cls,) = store.machine_classes()
+        stored = store.links(cls)
+    # The stored build is this night's merged file; the stored link file, its base side.
+    assert cmp(builds[new].file, results / f"{new}.json", shallow=False)
+    link_file = results / "history" / "links" / Path(builds[new].file).name
+    assert cmp(link_file, folder / f"{base}.json", shallow=False)
+    # The store's link of this night is the one its two files give.
+    expected = {(r.kind, r.benchmark): r.ratio for r in links.link_rows(
+        load_results(str(folder / f"{base}.json")), load_results(str(folder / f"{new}.json")))}
+    got = {key: by_new[builds[new].id].ratio for key, by_new in stored.items()
+           if builds[new].id in by_new}
+    assert expected and got == pytest.approx(expected)
+    assert all(by_new[builds[new].id].base_id == builds[base].id
+               for by_new in stored.values() if builds[new].id in by_new)
+    assert "Lockstep timeline" in "".join(
+        p.read_text(encoding="utf-8") for p in (results / "dashboard" / "benchmarks").glob("*.html"))
+    labels = {b.id: b.label for b in builds.values()}
+    return {(labels[link.base_id], labels[link.new_id])
+            for by_new in stored.values() for link in by_new.values()}
+
+
+def test_submit_sh_runs_three_nights_on_a_real_cluster_with_links(
+        tmp_path: Path, cluster: dict[str, str]) -> None:
+    results = tmp_path / "nightly"
+    env = {**cluster, "SUITE": str(DEFS / "toy.py"), "SHARDS": "2", "RESULTS": str(results),
+           "RUN_FLAGS": FLAGS, "KSCPERF_VENV": sys.prefix, "AB_BUDGET": "4"}
+    first = _submit(env, tmp_path, "night1")
+    assert "lockstep" not in first.stderr, explain(first)
+    _first_night(tmp_path, results)
+
+    for night, expected in ((2, {("night1", "night2")}),
+                            (3, {("night1", "night2"), ("night2", "night3")})):
+        base, new = f"night{night - 1}", f"night{night}"
+        proc = _submit(env, tmp_path, new)
+        assert f"lockstep: {base}" in proc.stderr, explain(proc)
+        merge_out = "".join(p.read_text() for p in tmp_path.glob("kscperf-merge-*.out"))
+        assert "Traceback" not in merge_out, merge_out
+        assert _lockstep_night(results, base, new) == expected, merge_out
+        assert (results / f"{new}.html").is_file(), merge_out
+    assert (results / "last-nightly.env").read_text() == \
+        f"build=night3\npython={sys.prefix}/bin/python\n"
