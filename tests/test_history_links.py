@@ -305,3 +305,11 @@ def test_a_link_is_held_to_the_scatter_of_its_series_links() -> None:
     assert [(c.kind, c.after) for c in changes] == [("slower", 3)]
     # Too few links to estimate a scatter: each link is held to its own interval.
     assert math.isnan(links.link_scatter(list(agreeing.values())[:4]))
+
+
+def test_a_link_with_an_unbounded_interval_starts_a_new_chain() -> None:
+    # Stored with se 1e9 (`insert_links`): exp of its interval would overflow.
+    unbounded = links.Link(1, 2, 1.05, 0.0, math.inf, 1.0, 1e9, 1, "values", "")
+    chains = links.chained_timeline(_series(4), {1: _link(0, 1, 1.1), 2: unbounded,
+                                                 3: _link(2, 3, 1.0)})
+    assert [[p.position for p in c] for c in chains] == [[0, 1], [2, 3]]

@@ -44,6 +44,10 @@ LINKS_DIR = "links"
 # it away, since both sides of a link shared the machine's state.
 LINK_DETAIL = "lockstep link"
 
+# The standard error stored for a link whose interval is unbounded (SQLite's REAL cannot
+# hold infinity through every driver): no test passes and no chain goes through it.
+_UNBOUNDED_SE = 1e9
+
 LINKS_SCHEMA = """
 CREATE TABLE links (
     series_id INTEGER NOT NULL REFERENCES series(id),
@@ -175,8 +179,8 @@ def insert_links(db: sqlite3.Connection, machine_class: str, base_id: int, new_i
     db.executemany(
         "INSERT INTO links VALUES (?,?,?,?,?,?,?,?,?,?,?)",
         [(series_ids[(r.kind, r.benchmark)], base_id, new_id, r.ratio, r.low, r.high,
-          r.p_value, r.se_log if math.isfinite(r.se_log) else 1e9, r.n_pairs, r.method,
-          environment)
+          r.p_value, r.se_log if math.isfinite(r.se_log) else _UNBOUNDED_SE, r.n_pairs,
+          r.method, environment)
          for r in rows if (r.kind, r.benchmark) in series_ids])
 
 
@@ -368,7 +372,8 @@ def chained_timeline(series: Series, links: dict[int, Link]) -> list[list[Timeli
     z = 1.959964
     for i in range(len(series.points)):
         link = by_position.get(i)
-        if link is None or link.environment:
+        # A link without a bounded interval (stored with se 1e9) cannot carry a chain.
+        if link is None or link.environment or not link.se_log < _UNBOUNDED_SE:
             chains.append([TimelinePoint(i, 1.0, 1.0, 1.0, None)])
             log_level = variance = 0.0
             continue
