@@ -231,9 +231,16 @@ def _series_changes(s: Series, changes: Sequence[Any], shifts: set[tuple[int, in
 
     speed_pairs = {(i - 1, i) for i in range(1, len(s.points))
                    if (s.points[i - 1].build.id, s.points[i].build.id) in shifts}
+    bounds = sorted({c.after for c in changes if c.is_step or c.kind == "environment"}
+                    | {0, len(s.points)})
     out: list[HistoryChange] = []
     for ch in changes:
-        if _machine_explained(s, ch, min_effect):
+        # A single-shot kind (compile, prep, memory: one value a process) needs its level to
+        # persist: one build of it is too often far off (prep links of identical builds
+        # ranged 0.87-1.37x), and the run-time series reports the night's regression.
+        if ch.is_step and not ch.confirmed and s.key.kind is not Kind.TIME:
+            continue
+        if _machine_explained(s, ch, min_effect, bounds):
             speed_pairs.add((ch.before, ch.after))
             continue
         # A compile, prep or memory value comes and goes with the run (an eager tool's
@@ -253,16 +260,23 @@ def _series_changes(s: Series, changes: Sequence[Any], shifts: set[tuple[int, in
     return out
 
 
-def _machine_explained(s: Series, ch: Any, min_effect: float) -> bool:
-    """Whether a change of the machine's speed between the two builds of step `ch` could
-    explain it, as `compare` decides for a row: then it is the machine's, not the build's."""
+def _machine_explained(s: Series, ch: Any, min_effect: float, bounds: Sequence[int]
+                       ) -> bool:
+    """Whether a change of the machine's speed between the two stretches of step `ch` (the
+    builds from the change before it to the change after it, `bounds` holding every
+    change's first build) could explain it, as `compare` decides for a row: then it is the
+    machine's, not the build's. The canaries of the stretches are compared, as their
+    levels are: one build's two or three canary scores against the next build's resolve
+    nothing, so a persistent step beside steady canaries was blamed on the machine."""
     from kscperf import compare
 
     if not ch.is_step or s.key.kind is None or not s.key.kind.is_timed or ch.low is None \
             or ch.high is None or ch.detail == links.LINK_DETAIL:
         return False
-    before = s.points[ch.before].build.machine_scores
-    after = s.points[ch.after].build.machine_scores
+    start = max((b for b in bounds if b <= ch.before), default=0)
+    end = min((b for b in bounds if b > ch.after), default=len(s.points))
+    before = [v for p in s.points[start:ch.before + 1] for v in p.build.machine_scores or ()]
+    after = [v for p in s.points[ch.after:end] for v in p.build.machine_scores or ()]
     if not before or not after:
         return False
     shift = machine.compare_canary_scores(before, after)
