@@ -301,9 +301,14 @@ def link_detectable(series_links: Sequence[Link]) -> float:
     if not usable:
         return math.nan
     newest = max(usable, key=lambda k: k.new_id)
-    scatter = link_scatter(series_links)
-    se = max(newest.se_log, scatter) if math.isfinite(scatter) else newest.se_log
-    return stats.min_detectable_effect(se, _df(newest.n_pairs, newest.method))
+    return stats.min_detectable_effect(_tested_se(newest, link_scatter(series_links)),
+                                       _df(newest.n_pairs, newest.method))
+
+
+def _tested_se(link: Link, scatter: float) -> float:
+    """The standard error a link is tested with: its own, or the scatter of its series'
+    links (`link_scatter`) where that is known and larger."""
+    return max(link.se_log, scatter) if math.isfinite(scatter) else link.se_log
 
 
 def link_changes(series: Series, links: dict[int, Link], *,
@@ -332,7 +337,7 @@ def link_changes(series: Series, links: dict[int, Link], *,
             continue
         if series.points[i - 1].status != "ok" or series.points[i].status != "ok":
             continue
-        se = max(link.se_log, scatter) if math.isfinite(scatter) else link.se_log
+        se = _tested_se(link, scatter)
         estimate = (stats.t_estimate(link.ratio, se, _df(link.n_pairs, link.method),
                                      stats.ALPHA, link.method, link.n_pairs, link.n_pairs)
                     if se > link.se_log else
