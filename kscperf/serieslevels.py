@@ -37,6 +37,8 @@ __all__ = [
     "environment_spans",
     "level_series",
     "level_noise_sd",
+    "UNSETTLED_P",
+    "unsettled_newest",
     "per_build_min_detectable",
     "detectable_step",
 ]
@@ -62,6 +64,14 @@ NOISE_FLOOR = 1e-6
 # least machine.ODD_STATE_FACTOR) slower than the fastest process of its build ran in another
 # state of the machine, as if the canary had marked it: a machine only ever slows a process.
 ODD_PROCESS_SDS = 6.0
+
+# A newest build whose processes scatter more than its segment's processes do, at this
+# significance (a chi-square test of their variance against the segment's process variance),
+# ran through a disturbance of the machine: a slow state that came and went during its run,
+# slowing its processes by different amounts, where a change of the code moves them alike.
+# 0.001 holds back about one ordinary newest build in 1,000, for one build, and stays rare
+# when the segment's process scatter is underestimated (it rests on a median).
+UNSETTLED_P = 0.001
 
 # The median absolute difference of two normal values is 0.6745 * sqrt(2) standard deviations.
 _PAIR_MAD_TO_SD = 1.0 / (0.6745 * math.sqrt(2.0))
@@ -244,6 +254,23 @@ def level_series(points: Sequence[BuildPoint], spans: list[tuple[int, int]]
         out.append(LevelSeries(tuple(i for i, _ in kept), samples, _log_medians(samples),
                                newest))
     return out
+
+
+def unsettled_newest(series: LevelSeries) -> bool:
+    """True when `series` is its history's newest segment and its newest build's processes
+    scatter beyond its processes' usual scatter (`UNSETTLED_P`): that build's level cannot
+    open a step alone, and waits for the next build. False with fewer than two processes
+    in that build, or no scatter to compare with."""
+    from scipy import stats as sps
+
+    if not series.newest or not series.index or len(series.samples[-1]) < 2:
+        return False
+    sd = _process_sd(series.samples[:-1])
+    if not (math.isfinite(sd) and sd > 0):
+        return False
+    logs = [math.log(v) for v in series.samples[-1]]
+    chi_square = (len(logs) - 1) * statistics.variance(logs) / (sd * sd)
+    return float(sps.chi2.sf(chi_square, len(logs) - 1)) < UNSETTLED_P
 
 
 def level_noise_sd(series_list: Sequence[LevelSeries]) -> tuple[float, int]:

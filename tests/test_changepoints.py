@@ -375,3 +375,23 @@ def test_fdr_control_counts_every_test_a_series_made() -> None:
     found = {"s": [_step(0.004)], **{f"q{i}": [] for i in range(9)}}
     assert [c.q_value for c in changepoints.control_fdr(found)["s"]] == [pytest.approx(0.04)]
     assert changepoints.control_fdr(found, tests={"s": 30})["s"] == []
+
+
+def test_a_newest_build_whose_processes_disagree_opens_no_step_alone() -> None:
+    # A slow state of the machine that came and went during the newest build's run slowed
+    # its three processes by different amounts (1.35x, 1.62x, 1.48x): it waits for the next
+    # build. The same 50 % slowdown with the processes moved alike, as a change of the code
+    # moves them, opens an unconfirmed step.
+    points = _series([1.0] * 40, spread=0.01)
+    newest = points[-1]
+    disturbed = dataclass_replace(newest, samples=tuple(
+        v * f for v, f in zip(newest.samples, (1.35, 1.62, 1.48))))
+    assert _steps(changepoints.detect_series(points[:-1] + [disturbed])) == []
+    moved = dataclass_replace(newest, samples=tuple(v * 1.5 for v in newest.samples))
+    steps = _steps(changepoints.detect_series(points[:-1] + [moved]))
+    assert [(c.kind, c.after, c.confirmed) for c in steps] == [("slower", 39, False)]
+    # Followed by a build at its level, the disturbed build is no longer the newest: the
+    # two builds are judged as any others are.
+    after = dataclass_replace(newest, samples=tuple(v * 1.5 for v in newest.samples))
+    steps = _steps(changepoints.detect_series(points[:-1] + [disturbed, after]))
+    assert [(c.kind, c.after) for c in steps] == [("slower", 39)]
