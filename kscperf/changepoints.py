@@ -79,7 +79,9 @@ class Change:
     `kind` is "slower" or "faster" (a step of the level: `ratio` is the after/before level,
     with its interval `low`..`high` and the `p_value` of the test, which pays for the
     search's choice of the split),
-    "environment" or "status" (no ratio or p-value). `detail` says what changed for humans.
+    "environment" or "status" (no ratio or p-value), or "unsettled" (the newest build, `after`,
+    ran through a disturbance of the machine and opens no step until the next build: see
+    `serieslevels.unsettled_newest`). `detail` says what changed for humans.
     `confirmed` is False for a step opened by the newest build alone, which persistence
     cannot show yet. `q_value` is set by `control_fdr`; `min_effect` is the minimum effect
     the step was held to.
@@ -349,12 +351,19 @@ def _segment_steps(series: LevelSeries, noise_sd: float, min_effect: float,
     """The steps of one environment segment, as candidate `Change`s."""
     dropped = _blips(series.levels, noise_sd, series.newest,
                      interior_only=len(series.index) < SHORT_HISTORY)
-    if len(series.index) >= SHORT_HISTORY and unsettled_newest(series):
+    unsettled = unsettled_newest(series) if len(series.index) >= SHORT_HISTORY else None
+    waiting = []
+    if unsettled is not None:
         dropped[-1] = True
+        waiting.append(Change(
+            "unsettled", series.index[-2], series.index[-1], None, None, None, None,
+            f"the newest build's processes disagree (their spread {unsettled[0]:.1%}, the series' "
+            f"usual {unsettled[1]:.1%}): it opens no step until the next build",
+            confirmed=False))
     series = _without(series, dropped)
     n = len(series.index)
     if n < 2:
-        return []
+        return waiting
     cuts = _search(series.levels, noise_sd * noise_sd)
     if n >= SHORT_HISTORY:
         cuts = _join_step_edges(cuts, series.levels)
@@ -369,13 +378,13 @@ def _segment_steps(series: LevelSeries, noise_sd: float, min_effect: float,
             series.index[after], est.ratio, est.low, est.high, est.p_value, "",
             confirmed=not (series.newest and after == n - 1),
             min_effect=min_effect))
-    return changes
+    return changes + waiting
 
 
 def detect_series(points: Sequence[BuildPoint], *, min_effect: float = stats.DEFAULT_MIN_EFFECT,
                   alpha: float = stats.ALPHA) -> list[Change]:
     """Every event on one series' timeline, in build order: environment changes, status
-    changes, and candidate steps of the level.
+    changes, candidate steps of the level, and an "unsettled" newest build.
 
     Promises: steps are searched only inside stretches of one environment, over builds with
     status "ok" and a usable sample, so a change of environment is only ever an
@@ -387,8 +396,10 @@ def detect_series(points: Sequence[BuildPoint], *, min_effect: float = stats.DEF
     each side holds at least `MIN_SIDE_BUILDS` builds, except that
     the newest build may open a step alone (`confirmed` False) and a history of fewer than
     `SHORT_HISTORY` builds may have one-build sides. A build that differs and reverts is an
-    outlier: never a step, and left out of the levels. Deterministic. The steps still need
-    `control_fdr` across the store.
+    outlier: never a step, and left out of the levels. A newest build whose processes
+    scatter beyond the segment's usual scatter (`serieslevels.unsettled_newest`) is left out
+    of the levels too, and is an "unsettled" event, never a step. Deterministic. The steps
+    still need `control_fdr` across the store.
     """
     spans = environment_spans(points)
     levels = level_series(points, spans)
@@ -397,7 +408,7 @@ def detect_series(points: Sequence[BuildPoint], *, min_effect: float = stats.DEF
     events = _environment_events(points, spans) + _status_events(points)
     for series in levels:
         events += _segment_steps(series, noise_sd, min_effect, alpha)
-    order = {"environment": 0, "status": 1, "slower": 2, "faster": 2}
+    order = {"environment": 0, "status": 1, "slower": 2, "faster": 2, "unsettled": 3}
     return sorted(events, key=lambda c: (c.after, order[c.kind], c.before))
 
 

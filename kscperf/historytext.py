@@ -41,6 +41,8 @@ def change_what(change: HistoryChange) -> str:
         return f"environment: {change.detail}" if change.detail else "environment"
     if change.kind is ChangeKind.STATUS:
         return f"status {change.before_status} -> {change.after_status}"
+    if change.kind is ChangeKind.UNSETTLED:
+        return f"unsettled: {change.detail}"
     if change.kind is ChangeKind.TOO_NOISY:
         return f"too noisy: {change.detail}"
     what = str(change.kind)

@@ -256,21 +256,25 @@ def level_series(points: Sequence[BuildPoint], spans: list[tuple[int, int]]
     return out
 
 
-def unsettled_newest(series: LevelSeries) -> bool:
-    """True when `series` is its history's newest segment and its newest build's processes
-    scatter beyond its processes' usual scatter (`UNSETTLED_P`): that build's level cannot
-    open a step alone, and waits for the next build. False with fewer than two processes
-    in that build, or no scatter to compare with."""
+def unsettled_newest(series: LevelSeries) -> tuple[float, float] | None:
+    """When `series` is its history's newest segment and its newest build's processes
+    scatter beyond its processes' usual scatter (`UNSETTLED_P`): that build's standard
+    deviation of its processes' log medians and the segment's usual one; that build's level
+    cannot open a step alone, and waits for the next build. None otherwise, and with fewer
+    than two processes in that build or no scatter to compare with."""
     from scipy import stats as sps
 
     if not series.newest or not series.index or len(series.samples[-1]) < 2:
-        return False
+        return None
     sd = _process_sd(series.samples[:-1])
     if not (math.isfinite(sd) and sd > 0):
-        return False
+        return None
     logs = [math.log(v) for v in series.samples[-1]]
-    chi_square = (len(logs) - 1) * statistics.variance(logs) / (sd * sd)
-    return float(sps.chi2.sf(chi_square, len(logs) - 1)) < UNSETTLED_P
+    variance = statistics.variance(logs)
+    chi_square = (len(logs) - 1) * variance / (sd * sd)
+    if float(sps.chi2.sf(chi_square, len(logs) - 1)) < UNSETTLED_P:
+        return math.sqrt(variance), sd
+    return None
 
 
 def level_noise_sd(series_list: Sequence[LevelSeries]) -> tuple[float, int]:

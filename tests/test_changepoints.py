@@ -386,7 +386,12 @@ def test_a_newest_build_whose_processes_disagree_opens_no_step_alone() -> None:
     newest = points[-1]
     disturbed = dataclass_replace(newest, samples=tuple(
         v * f for v, f in zip(newest.samples, (1.35, 1.62, 1.48))))
-    assert _steps(changepoints.detect_series(points[:-1] + [disturbed])) == []
+    waiting = changepoints.detect_series(points[:-1] + [disturbed])
+    assert _steps(waiting) == []
+    assert [(c.kind, c.before, c.after, c.confirmed) for c in waiting] == [
+        ("unsettled", 38, 39, False)]
+    assert "processes disagree" in waiting[0].detail
+    assert changepoints.control_fdr({0: waiting})[0] == waiting
     moved = dataclass_replace(newest, samples=tuple(v * 1.5 for v in newest.samples))
     steps = _steps(changepoints.detect_series(points[:-1] + [moved]))
     assert [(c.kind, c.after, c.confirmed) for c in steps] == [("slower", 39, False)]

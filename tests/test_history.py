@@ -413,3 +413,28 @@ def test_a_series_too_noisy_to_see_the_minimum_effect_says_so(tmp_path: Path) ->
     assert quiet and all(0 < v < 0.05 for v in quiet.values()), sights
     front = Path(api.build_dashboard(store, str(tmp_path / "site"))).read_text()
     assert "series are too noisy to see a 5% step" in front
+
+
+@pytest.mark.integration
+def test_a_newest_build_timed_through_a_disturbance_waits_and_says_so(tmp_path: Path) -> None:
+    # Every process of the newest build ran 1.35-1.62x slow, each by its own amount, and no
+    # canary saw it: no step opens, each run-time series says its newest build is unsettled,
+    # and the check passes. The next build, back at the usual level, settles it.
+    store = _history(tmp_path, 8)
+    slow = (1.35, 1.62, 1.48, 1.55, 1.41)
+    disturbed = synthetic.write_build(
+        str(tmp_path / "b8.json"), "b8", seed=108, canary=False, **SMALL,
+        metadata_overrides={"date": "2024-05-09T12:00:00", "git_commit": "0008" + "c" * 36},
+        machine=lambda m, t, k, p: slow[p])
+    api.history_add([disturbed], store)
+    changes = api.history_changes(store)
+    timed = [c for c in changes if c.key.kind == "time"]
+    assert timed and {c.kind for c in timed} == {history.ChangeKind.UNSETTLED}, changes
+    assert {c.after.label for c in timed} == {"b8"}
+    assert not any(c.is_regression for c in changes), changes
+    listed = json.loads(cli("history", "changes", "--store", store, "--format", "json").stdout)
+    assert {e["change"] for e in listed if e["kind"] == "time"} == {"unsettled"}
+    check = cli("history", "check", "--store", store)
+    assert check.returncode == 0, explain(check)
+    api.history_add([_build(tmp_path, 9)], store)
+    assert not [c for c in api.history_changes(store) if c.key.kind == "time"]

@@ -36,6 +36,9 @@ class ChangeKind(enum.StrEnum):
     STATUS = "status"
     # The series cannot see a step of the minimum effect (`find_changes(include_blind=True)`).
     TOO_NOISY = "too-noisy"
+    # The newest build's processes disagree far more than usual: it opens no step until the
+    # next build (`changepoints.detect_series`).
+    UNSETTLED = "unsettled"
 
 # The detail of the environment event between consecutive builds whose canaries say the
 # machine changed speed (`machine.ShiftState` CHANGED, as `compare` decides it), or of a
@@ -62,8 +65,10 @@ class HistoryChange:
 
     @property
     def kind(self) -> ChangeKind:
-        """`slower`, `faster`, `environment`, `status`, or `too-noisy` (the series cannot see
-        a step of the minimum effect; only with `find_changes(include_blind=True)`)."""
+        """`slower`, `faster`, `environment`, `status`, `unsettled` (the newest build's
+        processes disagree, so it opens no step until the next build), or `too-noisy` (the
+        series cannot see a step of the minimum effect; only with
+        `find_changes(include_blind=True)`)."""
         return ChangeKind(self.change.kind)
 
     @property
@@ -308,6 +313,8 @@ def _history_change(s: Series, ch: Any, machine_speed: bool = False) -> HistoryC
         parts = [_environment_difference(before.build, after.build)]
         parts += [MACHINE_SPEED_DETAIL] if machine_speed else []
         detail = "; ".join(p for p in parts if p)
+    elif ch.kind == ChangeKind.UNSETTLED:
+        detail = ch.detail
     return HistoryChange(s.key, ch, before.build, after.build, before.status, after.status,
                          detail)
 

@@ -125,7 +125,8 @@ def open_changes(changes: Sequence[HistoryChange]) -> list[HistoryChange]:
     regressions first, then by kind, newest first."""
     latest: dict[SeriesKey, HistoryChange] = {}
     for c in changes:
-        if c.kind == "environment":
+        # An unsettled newest build is no change of level or status: it waits for the next.
+        if c.kind in ("environment", "unsettled"):
             continue
         seen = latest.get(c.key)
         if seen is None or c.after.position > seen.after.position:
