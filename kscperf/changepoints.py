@@ -206,10 +206,10 @@ def _drop_outliers(cuts: list[int], n: int, newest: bool) -> tuple[list[int], fr
 
 # A step found by the search is reported when its estimate comes within this many standard
 # errors of the minimum effect, or goes beyond it. At 0 a step of exactly the minimum effect
-# would be missed half the time (its estimate falls short as often as not). Pooled over ten
+# would be missed half the time (its estimate falls short as often as not). Pooled over six
 # seeded Gaussian stores (docs/changepoints.md, "The minimum effect", measured), 0.7 finds
-# 67.5 % of the 5 % steps and reports 4.2 % of the 3 % ones, under the 5 % that may be;
-# 0.8 reports 4.5 %, 1 reports 5.4 %.
+# 68.3 % of the 5 % steps and reports 4.6 % of the 3 % ones, under the 5 % that may be; 1
+# reports 5.4 %.
 MIN_EFFECT_SLACK_SES = 0.7
 
 # A step with fewer builds than this on a side must lie wholly beyond the minimum effect,
@@ -355,8 +355,10 @@ def _segment_steps(series: LevelSeries, noise_sd: float, min_effect: float,
     waiting = []
     if unsettled is not None:
         dropped[-1] = True
+        before = max((i for i in range(len(series.index) - 1) if not dropped[i]),
+                     default=len(series.index) - 2)
         waiting.append(Change(
-            "unsettled", series.index[-2], series.index[-1], None, None, None, None,
+            "unsettled", series.index[before], series.index[-1], None, None, None, None,
             f"the newest build's processes disagree (their spread {unsettled[0]:.1%}, the series' "
             f"usual {unsettled[1]:.1%}): it opens no step until the next build",
             confirmed=False))
