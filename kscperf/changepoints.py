@@ -44,6 +44,7 @@ __all__ = [
     "SHORT_HISTORY",
     "MIN_EFFECT_SLACK_SES",
     "SHORT_SIDE_BUILDS",
+    "SPLIT_FAMILIES",
     "BuildPoint",
     "Change",
     "detect_series",
@@ -218,6 +219,10 @@ MIN_EFFECT_SLACK_SES = 0.7
 # the benchmarks sat there.
 SHORT_SIDE_BUILDS = 5
 
+# The families of splits a step's p-value pays for: those with a side of fewer than
+# SHORT_SIDE_BUILDS builds, and those without (in a stretch long enough to have both).
+SPLIT_FAMILIES = 2
+
 
 def _step_estimate(series: LevelSeries, left: list[int], right: list[int], alpha: float
                    ) -> stats.RatioEstimate:
@@ -234,11 +239,16 @@ def _step_estimate(series: LevelSeries, left: list[int], right: list[int], alpha
     est = stats.compare_log_levels([float(series.levels[i]) for i in left],
                                    [float(series.levels[i]) for i in right], alpha=alpha)
     # A split with a short side answers to a stricter rule (`step_direction`), so a split
-    # with none pays only for the choice among the splits that have none.
+    # with none pays only for the choice among the splits that have none. Which of the two
+    # families the chosen split belongs to is seen in the data, so each pays for both
+    # (Bonferroni): the price of one family alone let through twice the false steps a valid
+    # p-value would (docs/changepoints.md, "Testing a step").
+    builds = len(left) + len(right)
     side = SHORT_SIDE_BUILDS if min(len(left), len(right)) >= SHORT_SIDE_BUILDS \
         else MIN_SIDE_BUILDS
-    return dataclasses.replace(est, p_value=stats.split_search_p_value(
-        est.p_value, len(left) + len(right), side))
+    families = SPLIT_FAMILIES if builds >= 2 * SHORT_SIDE_BUILDS else 1
+    return dataclasses.replace(est, p_value=min(1.0, families * stats.split_search_p_value(
+        est.p_value, builds, side)))
 
 
 def step_direction(est: stats.RatioEstimate, *, min_effect: float = stats.DEFAULT_MIN_EFFECT,

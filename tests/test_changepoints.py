@@ -57,12 +57,13 @@ def test_a_20_percent_step_is_found_at_its_build_with_the_compare_statistics() -
     assert step.ratio == pytest.approx(1.2, rel=0.02)
     assert step.p_value is not None and step.p_value < 1e-6
     # Student's t on the builds' log levels, the build as the unit, its p-value paying for
-    # the choice of the split among the 80 builds' splits with no short side.
+    # the choice of the split among the 80 builds' splits with no short side, and for the
+    # choice between that family and the splits with a short side.
     logs = [math.log(statistics.median(p.samples)) for p in points]
     expected = stats.compare_log_levels(logs[:40], logs[40:])
     assert (step.ratio, step.low, step.high) == (expected.ratio, expected.low, expected.high)
-    assert step.p_value == stats.split_search_p_value(expected.p_value, 80,
-                                                      changepoints.SHORT_SIDE_BUILDS)
+    assert step.p_value == changepoints.SPLIT_FAMILIES * stats.split_search_p_value(
+        expected.p_value, 80, changepoints.SHORT_SIDE_BUILDS)
 
 
 def test_a_speedup_is_faster_and_several_steps_are_all_found() -> None:
@@ -400,3 +401,20 @@ def test_a_newest_build_whose_processes_disagree_opens_no_step_alone() -> None:
     after = dataclass_replace(newest, samples=tuple(v * 1.5 for v in newest.samples))
     steps = _steps(changepoints.detect_series(points[:-1] + [disturbed, after]))
     assert [(c.kind, c.after) for c in steps] == [("slower", 39)]
+
+
+def test_the_p_values_of_the_steps_found_in_pure_noise_are_honest() -> None:
+    # 4,000 series of 60 builds of pure normal noise (5 %, one value per build, the noise
+    # where the p-values decide): the candidate steps with p under x are no more than x per
+    # series, give or take the simulation (expected 12 at x = 0.003). Before each split paid
+    # for both families of splits, 2x as many came through.
+    import numpy as np
+
+    rng = np.random.default_rng(20261201)
+    p_values = []
+    for _ in range(4000):
+        values = 100.0 + rng.normal(0.0, 5.0, 60)
+        p_values += [c.p_value for c in changepoints.detect_series(
+            [BuildPoint((float(v),), "ok", "env") for v in values]) if c.is_step]
+    for x in (0.003, 0.01):
+        assert sum(p < x for p in p_values) <= 1.5 * x * 4000
