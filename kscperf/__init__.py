@@ -7,7 +7,7 @@ The public API (`kscperf.api`, documented in docs/api.md) is re-exported here: `
 `history_add`, `history_rebuild`, `history_changes`, `history_check`, `build_dashboard`,
 `Build`, `RunConfig`, `SessionResult` and `KscperfError`. It is imported on first use, so that
 `import kscperf` stays cheap for the worker processes, and it never imports torch. (Its
-names differ from the submodules' names, `kscperf.compare` or `kscperf.report`, on purpose:
+names differ from the submodules' names, `kscperf.compare.builds` or `kscperf.views.report`, on purpose:
 a submodule, once imported, is an attribute of the package.)
 """
 

@@ -16,16 +16,16 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping, Sequence
 
-from kscperf import compare as _compare
-from kscperf import report as _report
-from kscperf import fileio as _fileio
-from kscperf import merge as _merge
-from kscperf import results as _results
+from kscperf.compare import builds as _compare
+from kscperf.views import report as _report
+from kscperf.results import fileio as _fileio
+from kscperf.results import merge as _merge
+from kscperf.results import files as _results
 from kscperf.errors import KscperfError
 from kscperf.paths import DEFAULT_STORE
-from kscperf.resolve import OnLook
-from kscperf.stats import DEFAULT_MIN_EFFECT
-from kscperf.session import Build, OnProgress, RunConfig, SessionResult, prepare_session
+from kscperf.orchestrator.resolve import OnLook
+from kscperf.stats.core import DEFAULT_MIN_EFFECT
+from kscperf.orchestrator.session import Build, OnProgress, RunConfig, SessionResult, prepare_session
 
 __all__ = ["run", "run_checks", "run_ab", "load", "compare_builds", "write_report",
            "merge_shards", "history_add", "history_rebuild", "history_changes",
@@ -181,7 +181,8 @@ def history_check(store: str = DEFAULT_STORE, *,
     (`history.HistoryCheck`; `.failed` when there are any)."""
     import dataclasses
 
-    from kscperf import compilehistory, history
+    from kscperf import history
+    from kscperf.history import compilehistory
 
     with history.open_store(store) as opened:
         check = history.check_newest(opened, min_effect=min_effect)
@@ -194,7 +195,8 @@ def build_dashboard(store: str = DEFAULT_STORE, output: str = "dashboard", *,
     """Write the static dashboard of the history store `store` into the folder `output`
     (index.html and one page per model and per benchmark; it opens from disk with no
     server and no network) and return the path of its front page."""
-    from kscperf import dashboard, history
+    from kscperf import history
+    from kscperf.views import dashboard
 
     with history.open_store(store) as opened:
         return dashboard.write_dashboard(opened, output, min_effect=min_effect)

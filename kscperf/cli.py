@@ -20,7 +20,7 @@ from kscperf import __version__
 from kscperf.errors import CellStatus, KscperfError
 from kscperf.paths import DEFAULT_STORE, RESULTS_DIR
 from kscperf.spec import COMPILE_CACHES, ISOLATIONS, WorkerSettings
-from kscperf.stats import DEFAULT_MIN_EFFECT
+from kscperf.stats.core import DEFAULT_MIN_EFFECT
 
 __all__ = ["main", "build_parser"]
 
@@ -269,7 +269,7 @@ def _add_history(sub: Any) -> None:
 def _config(args: argparse.Namespace, check_only: bool = False) -> Any:
     """The run configuration of the parsed options, built once: an option's destination is
     the name of the `RunConfig` field it sets."""
-    from kscperf.session import RunConfig
+    from kscperf.orchestrator.session import RunConfig
 
     given = vars(args)
     fields = {f.name: given[f.name] for f in dataclasses.fields(RunConfig)
@@ -282,13 +282,13 @@ def _config(args: argparse.Namespace, check_only: bool = False) -> Any:
 
 
 def _err(text: str) -> None:
-    from kscperf.formatting import safe_text
+    from kscperf.views.formatting import safe_text
 
     print(safe_text(text), file=sys.stderr, flush=True)
 
 
 def _progress_printer(quiet: bool) -> Callable[[Any, str], None] | None:
-    from kscperf.formatting import format_seconds, safe_text
+    from kscperf.views.formatting import format_seconds, safe_text
 
     def show(p: Any, label: str) -> None:
         eta = f" ETA {format_seconds(p.eta_s)}" if p.eta_s is not None and p.done < p.total else ""
@@ -313,7 +313,7 @@ _PHASE_WORDS = {"import": "importing", "configs": "making configs", "compile": "
 
 
 def _running_printer(quiet: bool) -> Callable[[Any], None] | None:
-    from kscperf.formatting import format_seconds, safe_text
+    from kscperf.views.formatting import format_seconds, safe_text
     from kscperf.names import split_device
 
     def show(r: Any) -> None:
@@ -331,7 +331,7 @@ def _running_printer(quiet: bool) -> Callable[[Any], None] | None:
 
 
 def _look_printer(quiet: bool) -> Callable[[Any], None] | None:
-    from kscperf.formatting import format_look
+    from kscperf.views.formatting import format_look
 
     def show(look: Any) -> None:
         print(format_look(look), file=sys.stderr, flush=True)
@@ -341,7 +341,7 @@ def _look_printer(quiet: bool) -> Callable[[Any], None] | None:
 
 def _prepared(args: argparse.Namespace, config: Any, builds: list[Any], **options: Any) -> Any:
     """The session, checked; definition problems are reported before anything runs."""
-    from kscperf.session import prepare_session
+    from kscperf.orchestrator.session import prepare_session
 
     session = prepare_session(config, builds, **options)
     for p in session.selection.problems:
@@ -351,8 +351,8 @@ def _prepared(args: argparse.Namespace, config: Any, builds: list[Any], **option
 
 def cmd_list(args: argparse.Namespace) -> int:
     """`list`: the selected cells, one per line, without running them."""
-    from kscperf.formatting import safe_text
-    from kscperf.session import select_cells
+    from kscperf.views.formatting import safe_text
+    from kscperf.orchestrator.session import select_cells
 
     selection = select_cells(_config(args))
     for cell in selection.cells:
@@ -367,11 +367,11 @@ def cmd_list(args: argparse.Namespace) -> int:
 def _print_tables(loaded: Any, check_only: bool) -> str:
     """The run's tables (run time, compile, compile panel), or the check table; what the
     summary line adds about values marked as timed in another machine state."""
-    from kscperf.compilestats import cell_panels
-    from kscperf.compileview import format_panel_table
-    from kscperf.formatting import format_check_table, format_compile_table, \
+    from kscperf.compare.compilestats import cell_panels
+    from kscperf.views.compileview import format_panel_table
+    from kscperf.views.formatting import format_check_table, format_compile_table, \
         format_run_table, machine_state_note
-    from kscperf.samples import build_samples, odd_value_count, summarize_build
+    from kscperf.results.samples import build_samples, odd_value_count, summarize_build
 
     marked = ""
     if check_only:
@@ -394,7 +394,7 @@ def _print_tables(loaded: Any, check_only: bool) -> str:
 
 
 def _print_outcome(result: Any, check_only: bool) -> None:
-    from kscperf.formatting import format_seconds
+    from kscperf.views.formatting import format_seconds
 
     loaded = result.loaded[0]
     marked = _print_tables(loaded, check_only)
@@ -456,7 +456,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_ab(args: argparse.Namespace) -> int:
     """`ab`: two builds in lockstep, one results file each, and their comparison printed."""
     from kscperf import api
-    from kscperf.formatting import format_comparison, format_seconds
+    from kscperf.views.formatting import format_comparison, format_seconds
 
     builds = [api.Build(label=args.base_build, python=args.base_python,
                         env=tuple(args.base_env)),
@@ -486,7 +486,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     """`compare`: NEW against BASE, printed as a table, markdown or JSON."""
     from kscperf import api
-    from kscperf.formatting import format_comparison
+    from kscperf.views.formatting import format_comparison
 
     comparison = api.compare_builds(args.base, args.new, min_effect=args.min_effect,
                                     force=args.force)
@@ -512,9 +512,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 def cmd_history(args: argparse.Namespace) -> int:
     """`history add|rebuild|changes|check`: the history store."""
-    from kscperf import api, confirm
-    from kscperf.formatting import safe_text
-    from kscperf.historytext import build_text, format_history_changes, format_history_check
+    from kscperf import api
+    from kscperf.views import confirm
+    from kscperf.views.formatting import safe_text
+    from kscperf.views.historytext import build_text, format_history_changes, format_history_check
 
     if args.action == "add":
         added = api.history_add(args.files, args.store, machine=args.machine,

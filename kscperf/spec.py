@@ -27,7 +27,15 @@ __all__ = [
     "CellResult",
     "partial_result_path",
     "phase_path",
+    "TURN",
+    "PARTNER_ENDED",
 ]
+
+# The bytes of `ab`'s turn-taking FIFOs: the turn itself, and the orchestrator's word that
+# the partner's process has ended (kscperf.orchestrator.lockstep writes them,
+# kscperf.worker.turns reads them).
+TURN = b"t"
+PARTNER_ENDED = b"e"
 
 
 @dataclass(frozen=True)

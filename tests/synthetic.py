@@ -14,7 +14,7 @@ import random
 from typing import Any, Callable
 
 from kscperf.errors import CellStatus
-from kscperf.results import write_results
+from kscperf.results.files import write_results
 from kscperf.spec import CanaryProbe, CellResult, CheckResult, ConfigResult
 
 MODELS = ("vrelu3", "sqrl")

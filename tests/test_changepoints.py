@@ -1,4 +1,4 @@
-"""kscperf.changepoints: steps, outliers, environment and status events and false discovery
+"""kscperf.stats.changepoints: steps, outliers, environment and status events and false discovery
 rate control, on seeded synthetic series whose answers are known."""
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ from typing import Sequence
 
 import pytest
 
-from kscperf import changepoints, stats
-from kscperf.changepoints import BuildPoint, Change
+from kscperf.stats import changepoints
+from kscperf.stats import core as stats
+from kscperf.stats.changepoints import BuildPoint, Change
 
 # Per-process medians around 1 ms with a 1 % spread between processes and another 1 %
 # between builds: quiet enough that a 20 % step is unmistakable.

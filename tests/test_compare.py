@@ -1,4 +1,4 @@
-"""kscperf.compare and the comparison's text forms (kscperf.formatting), on synthetic
+"""kscperf.compare.builds and the comparison's text forms (kscperf.views.formatting), on synthetic
 results files whose changes are known: verdicts, regressions, geometric means, refusals,
 plain pyperf files, escaping, and `pyperf compare_to` still reading the files."""
 
@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 import synthetic
-from kscperf import formatting
-from kscperf.compare import (
+from kscperf.views import formatting
+from kscperf.compare.builds import (
     REGRESSION_VERDICTS,
     Comparison,
     GeoMean,
@@ -24,8 +24,8 @@ from kscperf.compare import (
     compare_builds,
 )
 from kscperf.errors import RECORDED_STATUSES, CellStatus, KscperfError
-from kscperf.results import LoadedResults, load_results, write_results
-from kscperf.samples import benchmark_parts
+from kscperf.results.files import LoadedResults, load_results, write_results
+from kscperf.results.samples import benchmark_parts
 from kscperf.spec import CellResult
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from kscperf import api
 from kscperf.compilepanel import CompilePanel, Figure, figures_from
-from kscperf.compilestats import cell_panels, compare_panels
+from kscperf.compare.compilestats import cell_panels, compare_panels
 from kscperf.errors import CellStatus
 from kscperf.spec import CellResult
 
@@ -233,7 +233,7 @@ def test_the_skip_hook_may_name_the_tool() -> None:
 def test_progress_beats_with_the_workers_phase_while_it_runs(tmp_path: Path) -> None:
     import time
 
-    from kscperf.heartbeat import eta_while_running, watching
+    from kscperf.orchestrator.heartbeat import eta_while_running, watching
     from kscperf.spec import phase_path
 
     result_path = str(tmp_path / "cell.result.json")

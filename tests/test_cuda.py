@@ -14,8 +14,8 @@ import psutil
 import pytest
 import torch
 
-from kscperf import gpucheck
-from kscperf.launch import ForkLauncher
+from kscperf.gpukit import gpucheck
+from kscperf.orchestrator.launch import ForkLauncher
 from kscperf.spec import CellResult, CellSpec
 from kscperf.worker import gpuprobe, measure
 

@@ -18,7 +18,8 @@ from urllib.parse import unquote, urlsplit
 import pytest
 
 import synthetic
-from kscperf import api, dashboard, history
+from kscperf import api, history
+from kscperf.views import dashboard
 from kscperf.errors import CellStatus
 from runner_testing import chromium, cli, console_messages, explain, needs_chromium, \
     single_error_line

@@ -1,4 +1,4 @@
-"""The dashboard leads with what changed (`kscperf.dashboard`, `kscperf.dashboard_timeline`):
+"""The dashboard leads with what changed (`kscperf.views.dashboard`, `kscperf.views.dashboard_timeline`):
 open changes before the tools x tasks summary, tools that never ran folded into one line, a
 benchmark's chained lockstep timeline beside its raw levels, and a run of machine-speed
 events as one entry. Real stores of synthetic results files, real pages."""

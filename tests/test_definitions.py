@@ -1,4 +1,4 @@
-"""Tests of kscperf.definitions: finding models statically, finding definition files,
+"""Tests of kscperf.plan.definitions: finding models statically, finding definition files,
 importing a definition module by path and resolving a model's functions and extras."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kscperf.definitions import (DefinitionError, find_definition_files,
+from kscperf.plan.definitions import (DefinitionError, find_definition_files,
                                  import_definition_module, resolve_model, scan_models)
 from kscperf.errors import KscperfError
 

@@ -18,9 +18,9 @@ import pytest
 import kscperf
 from kscperf import cli
 from kscperf.paths import DEFAULT_STORE, RESULTS_DIR
-from kscperf.session import RunConfig
+from kscperf.orchestrator.session import RunConfig
 from kscperf.spec import PROFILES
-from kscperf.stats import DEFAULT_MIN_EFFECT
+from kscperf.stats.core import DEFAULT_MIN_EFFECT
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 API_MD = (DOCS / "api.md").read_text(encoding="utf-8")

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from kscperf import gpucheck, gpureport
-from kscperf.envinfo import cuda_driver_present
-from kscperf.gpucheck import Check, Report, Status
+from kscperf.gpukit import gpucheck
+from kscperf.gpukit import gpureport
+from kscperf.results.envinfo import cuda_driver_present
+from kscperf.gpukit.gpucheck import Check, Report, Status
 from kscperf.worker import timers
 
 from runner_testing import BENCH_DEFS, ROOT, explain

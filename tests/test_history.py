@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 import synthetic
-from kscperf import api, confirm, history
+from kscperf import api, history
+from kscperf.views import confirm
 from kscperf.errors import CellStatus, KscperfError
 from runner_testing import cli, explain, run_benchmarks_command, single_error_line
 
@@ -169,7 +170,7 @@ def test_series_hold_per_process_medians_statuses_and_missing_builds(tmp_path: P
 
 
 # --------------------------------------------------------------------------------------
-# Changes over the store (kscperf.changepoints does the statistics)
+# Changes over the store (kscperf.stats.changepoints does the statistics)
 # --------------------------------------------------------------------------------------
 
 def _history(tmp_path: Path, n: int, **per_build: Any) -> str:

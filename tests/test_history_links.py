@@ -20,7 +20,9 @@ from typing import Any
 import pytest
 
 import synthetic
-from kscperf import api, changepoints, history, stats
+from kscperf import api, history
+from kscperf.stats import changepoints
+from kscperf.stats import core as stats
 from kscperf.history import journal, links
 from runner_testing import cli, explain, run_benchmarks_command, single_error_line
 

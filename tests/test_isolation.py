@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kscperf import launch
+from kscperf.orchestrator import launch
 from runner_testing import QUICK, cli
 
 pytestmark = pytest.mark.integration

@@ -4,6 +4,7 @@ import cycle, and benchmark definitions (shipped and test fixtures) never import
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -144,3 +145,85 @@ def test_the_ast_check_would_catch_it(tmp_path: Path) -> None:
     sneaky.write_text("def f():\n    from kscperf.spec import TASKS\n"
                       "    return __import__('kscperf')\n")
     assert {"kscperf.spec", "kscperf"} <= imported_modules(sneaky)
+
+
+# The import direction between stages: CONTRIBUTING.md's table "Which stage may import which"
+# is the rule, read from there so that the picture and the check cannot drift apart.
+_STAGE_ROW = re.compile(r"^\| `(\w+)` \|(.*?)\|(.*?)\|$", re.MULTILINE)
+MAX_VOCABULARY_MODULES = 5
+
+
+def stage_table(text: str) -> tuple[dict[str, str], dict[str, set[str]]]:
+    """(where each stage lives: a folder `kscperf/x/` or a top-level module `kscperf/x.py`,
+    mapped to its stage; the stages each stage may import) from CONTRIBUTING's table."""
+    section = text.split("### Which stage may import which", 1)[1].split("\n### ", 1)[0]
+    places: dict[str, str] = {}
+    allowed: dict[str, set[str]] = {}
+    for stage, modules, imports in _STAGE_ROW.findall(section):
+        for place in re.findall(r"`(kscperf/[\w/]*(?:\.py)?)`", modules):
+            places[place] = stage
+        allowed[stage] = set(re.findall(r"`(\w+)`", imports))
+    return places, allowed
+
+
+def stage_of(module: str, places: dict[str, str]) -> str | None:
+    """The stage of a dotted module name by the table's places, None when none holds it."""
+    parts = module.split(".")
+    if len(parts) > 2 and f"kscperf/{parts[1]}/" in places:
+        return places[f"kscperf/{parts[1]}/"]
+    if len(parts) == 2 and f"kscperf/{parts[1]}/" in places:  # a stage's own __init__
+        return places[f"kscperf/{parts[1]}/"]
+    name = "__init__" if len(parts) == 1 else parts[1]
+    return places.get(f"kscperf/{name}.py")
+
+
+def upward_imports(graph: dict[str, set[str]], places: dict[str, str],
+                   allowed: dict[str, set[str]]) -> list[str]:
+    """Every import of `graph` from one stage into another that the table does not allow,
+    as 'importer -> imported (stage -> stage)'."""
+    found = []
+    for importer, imported in sorted(graph.items()):
+        source = stage_of(importer, places)
+        for target in sorted(imported):
+            destination = stage_of(target, places)
+            if source != destination and destination not in allowed.get(source or "", set()):
+                found.append(f"{importer} -> {target} ({source} -> {destination})")
+    return found
+
+
+def _stage_table_of_contributing() -> tuple[dict[str, str], dict[str, set[str]]]:
+    return stage_table((PACKAGE.parent / "CONTRIBUTING.md").read_text(encoding="utf-8"))
+
+
+def test_every_module_belongs_to_a_stage_of_the_table() -> None:
+    places, allowed = _stage_table_of_contributing()
+    assert {"surface", "vocabulary", "worker", "orchestrator", "views"} <= set(allowed)
+    unplaced = sorted(m for m in _package_import_graph() if stage_of(m, places) is None)
+    assert unplaced == []
+    # The top of the package: the entry points and a few shared vocabulary modules, no more.
+    top = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert top == sorted(Path(p).name for p, s in places.items()
+                         if s in ("surface", "vocabulary"))
+    assert sum(s == "vocabulary" for s in places.values()) <= MAX_VOCABULARY_MODULES
+
+
+def test_no_import_runs_against_the_allowed_direction() -> None:
+    places, allowed = _stage_table_of_contributing()
+    assert upward_imports(_package_import_graph(), places, allowed) == []
+
+
+def test_the_stage_table_itself_has_no_cycle_and_no_stage_imports_the_worker() -> None:
+    _, allowed = _stage_table_of_contributing()
+    assert _cycle({stage: targets - {stage} for stage, targets in allowed.items()}) is None
+    assert not [stage for stage, targets in allowed.items() if "worker" in targets]
+    assert set().union(*allowed.values()) <= set(allowed)
+
+
+def test_the_direction_check_would_catch_an_upward_import() -> None:
+    places, allowed = _stage_table_of_contributing()
+    graph = _package_import_graph()
+    graph["kscperf.stats.core"] = graph["kscperf.stats.core"] | {"kscperf.views.formatting"}
+    graph["kscperf.names"] = graph["kscperf.names"] | {"kscperf.plan.cells"}
+    assert upward_imports(graph, places, allowed) == [
+        "kscperf.names -> kscperf.plan.cells (vocabulary -> plan)",
+        "kscperf.stats.core -> kscperf.views.formatting (stats -> views)"]

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from kscperf.lockstep import TurnPipes, Turns
+from kscperf.orchestrator.lockstep import TurnPipes
+from kscperf.worker.turns import Turns
 from runner_testing import cli
 
 pytestmark = pytest.mark.integration

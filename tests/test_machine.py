@@ -11,9 +11,11 @@ from pathlib import Path
 import pyperf
 import pytest
 
-from kscperf import compare, formatting, machine
-from kscperf.compare import Verdict
-from kscperf.results import load_results
+from kscperf.compare import builds as compare
+from kscperf.views import formatting
+from kscperf.stats import machine
+from kscperf.compare.builds import Verdict
+from kscperf.results.files import load_results
 from kscperf.spec import CanaryProbe, CellResult
 from synthetic import write_build
 

@@ -1,4 +1,4 @@
-"""Tests of kscperf.plan: tool and task names, -k filters, CUDA cells without a driver,
+"""Tests of kscperf.plan.cells: tool and task names, -k filters, CUDA cells without a driver,
 shards and rounds. No torch, no definition module is imported."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import itertools
 
 import pytest
 
-from kscperf.definitions import ModelDef
+from kscperf.plan.definitions import ModelDef
 from kscperf.errors import KscperfError
-from kscperf.plan import (PlannedCell, all_tool_names, assign_shards, expected_costs_s,
+from kscperf.plan.cells import (PlannedCell, all_tool_names, assign_shards, expected_costs_s,
                           parse_shard, plan_cells, plan_fingerprint, plan_rounds, resolve_tasks,
                           resolve_tools, shard_cells)
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from kscperf import plugins
+from kscperf.plan import plugins
 from kscperf.worker import tools
 
 from runner_testing import DEFS, FIXTURES, QUICK, cells_of, cli, explain, load_doc, statuses

@@ -1,4 +1,4 @@
-"""Tests of kscperf.pyperfjson, the one-pass writer of a results file's pyperf half, with
+"""Tests of kscperf.results.pyperfjson, the one-pass writer of a results file's pyperf half, with
 pyperf itself as the oracle: pyperf loads what it writes and dumps it back unchanged, and
 `python -m pyperf compare_to` reads two of its files."""
 
@@ -15,8 +15,8 @@ import pyperf
 import pytest
 
 from kscperf.errors import CellStatus
-from kscperf.pyperfjson import pyperf_suite_json
-from kscperf.results import write_results
+from kscperf.results.pyperfjson import pyperf_suite_json
+from kscperf.results.files import write_results
 from kscperf.spec import CellResult, ConfigResult
 
 sys.path.insert(0, str(Path(__file__).parent))

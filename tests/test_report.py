@@ -1,4 +1,4 @@
-"""kscperf.report and kscperf.plots: the self-contained HTML report of synthetic builds,
+"""kscperf.views.report and kscperf.views.plots: the self-contained HTML report of synthetic builds,
 its escaping (a model named <script>alert(1)</script>), its sections for one, two and
 three builds, and the SVG figures' safety and reproducibility."""
 
@@ -12,19 +12,20 @@ from typing import Any
 import pytest
 
 import synthetic
-from kscperf import formatting, plots
-from kscperf.compare import compare_builds
-from kscperf.samples import summarize_build
-from kscperf.style import Tone
+from kscperf.views import formatting
+from kscperf.views import plots
+from kscperf.compare.builds import compare_builds
+from kscperf.results.samples import summarize_build
+from kscperf.views.style import Tone
 from kscperf.errors import RECORDED_STATUSES, CellStatus, KscperfError
-from kscperf.report import (
+from kscperf.views.report import (
     ReportView,
     build_report_view,
     render_report,
     templates_dir,
     write_report,
 )
-from kscperf.results import LoadedResults, load_results
+from kscperf.results.files import LoadedResults, load_results
 
 EVIL = "<script>alert(1)</script>"
 MODELS = ("vrelu3", EVIL)

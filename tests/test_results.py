@@ -1,4 +1,4 @@
-"""Tests of kscperf.results: writing and loading results files, their pyperf validity
+"""Tests of kscperf.results.files: writing and loading results files, their pyperf validity
 (checked with pyperf's own command line), names, cell summaries, refusing bad paths and
 reading bad files with one-line errors. Worker results are built by hand: no torch."""
 
@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 
-from kscperf import names, results
-from kscperf.fileio import check_writable
+from kscperf import names
+from kscperf.results import files as results
+from kscperf.results.fileio import check_writable
 from kscperf.errors import CellStatus, KscperfError
-from kscperf.merge import merge_results
-from kscperf.results import CellSummary, load_results, write_results
+from kscperf.results.merge import merge_results
+from kscperf.results.files import CellSummary, load_results, write_results
 from kscperf.spec import CellResult, CheckResult, ConfigResult
 
 HOST = {"hostname": "perf1", "cpu_model_name": "Test CPU", "cpu_count": 2,

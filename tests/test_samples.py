@@ -1,4 +1,4 @@
-"""The one record of what a build measured (`kscperf.samples`), and that every view reads
+"""The one record of what a build measured (`kscperf.results.samples`), and that every view reads
 it: the same central value and speedup in the terminal table, the report, `compare` and
 the dashboard; one kind vocabulary in both JSON outputs; old stores still load."""
 
@@ -16,13 +16,14 @@ from typing import Any
 import pytest
 
 import synthetic
-from kscperf import api, formatting, history
-from kscperf.compare import compare_builds
-from kscperf.dashboard import build_views
+from kscperf import api, history
+from kscperf.views import formatting
+from kscperf.compare.builds import compare_builds
+from kscperf.views.dashboard import build_views
 from kscperf.names import Kind, benchmark_name, compile_name
-from kscperf.report import build_report_view
-from kscperf.results import load_results
-from kscperf.samples import build_samples, central_value, summarize_build
+from kscperf.views.report import build_report_view
+from kscperf.results.files import load_results
+from kscperf.results.samples import build_samples, central_value, summarize_build
 from runner_testing import cli, explain
 
 REPO = Path(__file__).resolve().parent.parent

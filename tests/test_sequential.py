@@ -1,5 +1,5 @@
-"""The sequential design of `ab --until-resolved` (kscperf.sequential) on synthetic sequences of
-pair numbers, and the stopping rule over a run's cells (kscperf.resolve) on worker results
+"""The sequential design of `ab --until-resolved` (kscperf.stats.sequential) on synthetic sequences of
+pair numbers, and the stopping rule over a run's cells (kscperf.orchestrator.resolve) on worker results
 built in memory with a fake clock: it stops on a clear change, stops on a clear "same", and
 runs to the budget on a change at the threshold; its interval stays valid over every look."""
 
@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from kscperf import sequential, stats
+from kscperf.stats import sequential
+from kscperf.stats import core as stats
 from kscperf.errors import CellStatus
-from kscperf.resolve import Look, Resolver
-from kscperf.sequential import Resolution
-from kscperf.session import RunConfig, select_cells
+from kscperf.orchestrator.resolve import Look, Resolver
+from kscperf.stats.sequential import Resolution
+from kscperf.orchestrator.session import RunConfig, select_cells
 from kscperf.spec import CellResult, ConfigResult
 
 WORK = Path(__file__).parent / "fixtures" / "work" / "work.py"

@@ -26,7 +26,7 @@ import pytest
 
 from kscperf import history
 from kscperf.history import links
-from kscperf.results import load_results
+from kscperf.results.files import load_results
 from runner_testing import DEFS, ROOT, cli, explain, load_doc
 
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol")

@@ -11,10 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from kscperf import cli, plan, schedule
+from kscperf import cli
+from kscperf.plan import cells as plan
+from kscperf.orchestrator import schedule
 from kscperf.errors import KscperfError
-from kscperf.launch import LaunchOutcome
-from kscperf.session import RunConfig, select_cells
+from kscperf.orchestrator.launch import LaunchOutcome
+from kscperf.orchestrator.session import RunConfig, select_cells
 from kscperf.spec import CellSpec, WorkerSettings
 
 TOY = str(Path(__file__).parent / "fixtures" / "defs" / "toy.py")

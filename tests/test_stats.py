@@ -1,4 +1,4 @@
-"""kscperf.stats: intervals, tests, multiple-comparison adjustment, detectable effects and
+"""kscperf.stats.core: intervals, tests, multiple-comparison adjustment, detectable effects and
 geometric means, on seeded synthetic samples with known shifts."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import statistics
 import pytest
 from scipy import stats as sps
 
-from kscperf import stats
+from kscperf.stats import core as stats
 
 
 def _runs(rng: random.Random, *, processes: int = 3, values: int = 10, scale: float = 1.0,

@@ -1,4 +1,4 @@
-"""The change policy over a store: change points per series (`kscperf.changepoints`), the
+"""The change policy over a store: change points per series (`kscperf.stats.changepoints`), the
 false discovery rate across all of them, environment and machine-speed events, and
 `history check`. A change of environment splits a series and is an event of its own; a
 change of the machine's speed is an event and withholds only the steps it could explain.
@@ -15,13 +15,14 @@ import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from kscperf import machine, stats
+from kscperf.stats import machine
+from kscperf.stats import core as stats
 from kscperf.errors import CellStatus
 import kscperf.history.links as links
 from kscperf.history.series import Series, SeriesKey, StoredBuild
 from kscperf.history.store import HistoryStore
 from kscperf.names import Kind
-from kscperf.verdicts import REGRESSION_VERDICTS, Direction, status_verdict
+from kscperf.stats.verdicts import REGRESSION_VERDICTS, Direction, status_verdict
 
 __all__ = ["MACHINE_SPEED_DETAIL", "ChangeKind", "HistoryChange", "build_points",
            "find_changes", "detectable_steps", "too_noisy", "HistoryCheck", "check_newest"]
@@ -48,7 +49,7 @@ MACHINE_SPEED_DETAIL = "machine speed"
 
 @dataclass(frozen=True)
 class HistoryChange:
-    """A change found in one series: `change` is the `kscperf.changepoints.Change`, whose
+    """A change found in one series: `change` is the `kscperf.stats.changepoints.Change`, whose
     `before`/`after` index the series' points; `before` and `after` are those builds, with
     the series' status in each. `detail` says what changed for an environment event (the
     metadata that differ between the two builds, or "machine speed")."""
@@ -117,7 +118,7 @@ def _environment_difference(before: StoredBuild, after: StoredBuild) -> str:
 
 def build_points(series: Series, marks: dict[int, tuple[str, str]]) -> list[Any]:
     """The `changepoints.BuildPoint`s of one series, with environment marks."""
-    from kscperf.changepoints import BuildPoint
+    from kscperf.stats.changepoints import BuildPoint
 
     return [BuildPoint(samples=p.samples, status=p.status, environment=marks[p.build.id][0],
                        environment_detail=marks[p.build.id][1], min_detectable=p.min_detectable)
@@ -158,7 +159,7 @@ def _sight(s: Series, points: Sequence[Any],
            class_links: dict[tuple[str, str], dict[int, links.Link]]) -> float:
     """What one series can see now: what its links show where it has them (it is judged on
     them), else what its levels show (`changepoints.detectable_step`)."""
-    from kscperf import changepoints
+    from kscperf.stats import changepoints
 
     linked = class_links.get((str(s.key.kind), s.key.benchmark))
     if linked:
@@ -167,7 +168,7 @@ def _sight(s: Series, points: Sequence[Any],
 
 
 def _blind_entry(s: Series, detectable: float, min_effect: float) -> HistoryChange:
-    from kscperf import changepoints
+    from kscperf.stats import changepoints
 
     last = len(s.points) - 1
     event = changepoints.Change(ChangeKind.TOO_NOISY.value, last, last, None, None, None,
@@ -190,7 +191,7 @@ def find_changes(store: HistoryStore, *, min_effect: float = stats.DEFAULT_MIN_E
     `detectable_step`; `include_blind` adds a `too-noisy` entry per series that cannot see
     `min_effect`. The rules (machine speed, links, levels, blind series) are in
     docs/changepoints.md."""
-    from kscperf import changepoints
+    from kscperf.stats import changepoints
 
     all_series = list(series) if series is not None else list(store.series())
     marks, shifts = _class_marks(store, all_series)
@@ -232,7 +233,7 @@ def _series_changes(s: Series, changes: Sequence[Any], shifts: set[tuple[int, in
                     min_effect: float) -> list[HistoryChange]:
     """The `HistoryChange`s of one series from its kept `changepoints.Change`s and the
     machine-speed shifts of its class (pairs of build ids)."""
-    from kscperf import changepoints
+    from kscperf.stats import changepoints
 
     speed_pairs = {(i - 1, i) for i in range(1, len(s.points))
                    if (s.points[i - 1].build.id, s.points[i].build.id) in shifts}
@@ -273,7 +274,7 @@ def _machine_explained(s: Series, ch: Any, min_effect: float, bounds: Sequence[i
     machine's, not the build's. The canaries of the stretches are compared, as their
     levels are: one build's two or three canary scores against the next build's resolve
     nothing, so a persistent step beside steady canaries was blamed on the machine."""
-    from kscperf import compare
+    from kscperf.compare import builds as compare
 
     if not ch.is_step or s.key.kind is None or not s.key.kind.is_timed or ch.low is None \
             or ch.high is None or ch.detail == links.LINK_DETAIL:

@@ -26,13 +26,13 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from kscperf import stats
+from kscperf.stats import core as stats
 from kscperf.errors import KscperfError
-from kscperf.fileio import write_bytes_atomic
+from kscperf.results.fileio import write_bytes_atomic
 from kscperf.history.journal import pending_name
 from kscperf.history.series import Series, environment_of, machine_class_of
 from kscperf.names import Kind
-from kscperf.results import LoadedResults, load_results
+from kscperf.results.files import LoadedResults, load_results
 
 __all__ = ["LINKS_DIR", "LINK_DETAIL", "LINKS_SCHEMA", "AbFolder", "LinkRow", "Link",
            "read_ab_folder", "link_rows", "environment_change", "insert_links",
@@ -146,7 +146,7 @@ def link_rows(base: LoadedResults, new: LoadedResults) -> list[LinkRow]:
     its confidence sequence is valid at any stopping time but, with the few pairs a clear
     night needs, its p-value cannot get small enough for the false discovery control
     across a store (docs/changepoints.md, "Links and levels")."""
-    from kscperf import compare
+    from kscperf.compare import builds as compare
 
     comparison = compare.compare_builds(base, new, force=True, fixed_sample=True)
     out = []
@@ -323,7 +323,7 @@ def link_changes(series: Series, links: dict[int, Link], *,
     (`link_scatter`), so that a night's offset that every night of the series shows is not
     a step (the false discovery control across all series decides); a pair whose status
     changed is left to the levels' status events."""
-    from kscperf.changepoints import Change, step_direction
+    from kscperf.stats.changepoints import Change, step_direction
 
     changes: list[Any] = []
     covered = set()

@@ -3,7 +3,7 @@
 A **series** is one benchmark, one kind (`names.Kind`: `time`, `compile`, `prep`,
 `peak_rss`, `peak_cuda`) and one machine class. Per build and series the index holds the
 per-process values the change-point test uses (per-process medians for run time), the
-build's central value and speedup over `pt` (`kscperf.samples`, as every view shows them),
+build's central value and speedup over `pt` (`kscperf.results.samples`, as every view shows them),
 the spread (MAD), the cell status, and what the minimum detectable effect is computed from
 (`stats.detectable_spread_of_runs`; scipy's quantiles wait until it is read); per build it
 holds the environment fingerprint (torch, CUDA, driver, CPU, GPU, Python, profile) and the
@@ -20,11 +20,13 @@ import statistics
 from dataclasses import dataclass
 from typing import Sequence
 
-from kscperf import machine, metadata, stats
+from kscperf.stats import machine
+from kscperf.results import metadata
+from kscperf.stats import core as stats
 from kscperf.errors import CellStatus
 from kscperf.names import Kind, cell_name
-from kscperf.results import LoadedResults
-from kscperf.samples import BenchmarkSamples, BuildSamples, build_samples
+from kscperf.results.files import LoadedResults
+from kscperf.results.samples import BenchmarkSamples, BuildSamples, build_samples
 
 __all__ = ["SERIES_KINDS", "StoredBuild", "SeriesKey", "SeriesPoint", "Series",
            "PointRow", "point_rows", "summarize_samples", "floats_json", "machine_scores_of",

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Sequence
 
 from kscperf.errors import CellStatus, KscperfError
-from kscperf.fileio import write_bytes_atomic, write_text_atomic
+from kscperf.results.fileio import write_bytes_atomic, write_text_atomic
 import kscperf.history.journal as journal
 import kscperf.history.links as links
 from kscperf.history.series import (
@@ -37,7 +37,7 @@ from kscperf.history.series import (
     environment_of, floats_json, machine_class_of, machine_scores_of, point_rows,
     summarize_samples)
 from kscperf.names import Kind
-from kscperf.results import LoadedResults, load_results
+from kscperf.results.files import LoadedResults, load_results
 
 __all__ = ["INDEX_NAME", "BUILDS_DIR", "MACHINE_SUFFIX", "HistoryStore", "open_store",
            "rebuild_index", "remove_empty_store"]

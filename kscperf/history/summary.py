@@ -3,7 +3,7 @@
 build moved it; and which changes are still open. Statistics and policy only; the
 dashboard lays them out.
 
-The speedups are the ones every view shows (`kscperf.samples`, stored per point); a
+The speedups are the ones every view shows (`kscperf.results.samples`, stored per point); a
 change of less than `stats.NEUTRAL_CHANGE` between the last two builds is neither better
 nor worse.
 """
@@ -15,7 +15,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from kscperf import stats
+from kscperf.stats import core as stats
 from kscperf.errors import NOT_RUN_STATUSES, CellStatus
 from kscperf.history.changes import HistoryChange
 from kscperf.history.series import Series, SeriesKey

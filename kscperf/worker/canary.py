@@ -17,7 +17,7 @@ Cost: 2 % of a default-profile run of the shipped suite, most of it the first pr
 in each fresh worker (docs/validation.md, "Machine speed"). The fork server makes the inputs
 once (`prepare`), so a forked worker only warms the parts (its own torch thread pool, its
 own pages of the copy's target) before its first probe. Worker side; statistics over the
-probes are in `kscperf.machine`.
+probes are in `kscperf.stats.machine`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import statistics
 import time
 from typing import Any, Callable
 
-from kscperf.envinfo import now_iso
+from kscperf.results.envinfo import now_iso
 from kscperf.spec import CanaryProbe
 
 __all__ = ["REPEATS", "prepare", "probe_machine"]

@@ -33,16 +33,16 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from kscperf.definitions import DefinitionError, ResolvedModel, import_definition_module, \
+from kscperf.plan.definitions import DefinitionError, ResolvedModel, import_definition_module, \
     resolve_model
-from kscperf.envinfo import machine_info, now_iso
+from kscperf.results.envinfo import machine_info, now_iso
 from kscperf.errors import CellStatus
-from kscperf.lockstep import Turns
-from kscperf.fileio import write_text_atomic
+from kscperf.results.fileio import write_text_atomic
 from kscperf.compilepanel import CompilePanel
 from kscperf.spec import CanaryProbe, CellResult, CellSpec, CheckResult, ConfigResult, partial_result_path, \
     phase_path
 from kscperf.worker import caches, canary, check, compilepanel, measure, tasks
+from kscperf.worker.turns import Turns
 from kscperf.worker.failures import reason_for, status_for
 from kscperf.worker.tools import Built, ToolImpl, Unavailable, Unsupported, as_built, load_tool
 from kscperf.worker.torchinfo import torch_info

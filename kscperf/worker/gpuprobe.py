@@ -11,7 +11,7 @@ the driver, clocks, temperature and throttle reasons). `agreement`: `kscperf.wor
 the CUDA memory allocated after each config's teardown and the peak the worker recorded.
 `plain-peak`: the same functions and inputs measured as a user would in a plain script
 (`reset_peak_memory_stats`, one call, `max_memory_allocated`), with nothing of kscperf.
-Each writes one JSON file; judging is `kscperf.gpucheck`'s. Worker side (imports torch).
+Each writes one JSON file; judging is `kscperf.gpukit.gpucheck`'s. Worker side (imports torch).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 import torch
 
-from kscperf.fileio import write_text_atomic
+from kscperf.results.fileio import write_text_atomic
 from kscperf.worker import timers
 from kscperf.worker.torchinfo import torch_info
 

@@ -14,7 +14,7 @@ import sys
 import traceback
 from typing import Any, NoReturn
 
-from kscperf.envinfo import machine_info
+from kscperf.results.envinfo import machine_info
 from kscperf.worker import canary
 from kscperf.worker.cell import PRELOAD_ALWAYS, PRELOAD_FOR_COMPILERS, main, preload
 

@@ -12,7 +12,7 @@ kscperf's figure is `measure.measure_values` with the clock a worker uses on tha
 (`measure.cuda_clock` on CUDA: host time with a synchronize, the headline, and CUDA events
 for device time). `do_bench` times device work alone, flushing the L2 cache between calls;
 it is reported beside the others and never mixed with them. Worker side (imports torch);
-judging the figures is `kscperf.gpucheck`'s.
+judging the figures is `kscperf.gpukit.gpucheck`'s.
 """
 
 from __future__ import annotations
