@@ -7,8 +7,8 @@ The public API (`kscperf.api`, documented in docs/api.md) is re-exported here: `
 `history_add`, `history_rebuild`, `history_changes`, `history_check`, `build_dashboard`,
 `Build`, `RunConfig`, `SessionResult` and `KscperfError`. It is imported on first use, so that
 `import kscperf` stays cheap for the worker processes, and it never imports torch. (Its
-names differ from the submodules' names, `kscperf.compare.builds` or `kscperf.views.report`, on purpose:
-a submodule, once imported, is an attribute of the package.)
+names differ from the stage packages' names, `kscperf.compare` or `kscperf.results`, on
+purpose: a subpackage, once imported, is an attribute of the package.)
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The defaults the manual states are the ones the code has: each is read from the docs'
 tables and signatures and compared with its one source (the API's signatures, `RunConfig`
-and `WorkerSettings`, the argument parser, the timing profiles, `stats.DEFAULT_MIN_EFFECT`,
+and `WorkerSettings`, the argument parser, the timing profiles, `stats.core.DEFAULT_MIN_EFFECT`,
 `paths`). A default changed in the code and not in docs/cli.md or docs/api.md fails here.
 """
 

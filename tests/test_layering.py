@@ -227,3 +227,13 @@ def test_the_direction_check_would_catch_an_upward_import() -> None:
     assert upward_imports(graph, places, allowed) == [
         "kscperf.names -> kscperf.plan.cells (vocabulary -> plan)",
         "kscperf.stats.core -> kscperf.views.formatting (stats -> views)"]
+
+
+def test_each_stage_folder_says_what_it_owns_and_may_import() -> None:
+    places, _ = _stage_table_of_contributing()
+    folders = [PACKAGE.parent / place for place in places if place.endswith("/")]
+    assert len(folders) >= 8
+    quiet = [str(f) for f in folders
+             if "May import" not in (ast.get_docstring(ast.parse(
+                 (f / "__init__.py").read_text(encoding="utf-8"))) or "")]
+    assert quiet == []

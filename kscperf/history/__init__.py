@@ -1,6 +1,10 @@
 """The history: a store of results files in build order (`store`), the series it keeps per
 benchmark and kind (`series`), and the changes found over them (`changes`). See
 docs/dashboard.md. The names most callers need are re-exported here.
+
+Also the lockstep links (`links`), kill safety of adds (`journal`), the front page's numbers
+(`summary`) and compile panels over builds (`compilehistory`). May import: the vocabulary,
+`kscperf.stats`, `kscperf.results` and `kscperf.compare`. Renders nothing.
 """
 
 from __future__ import annotations

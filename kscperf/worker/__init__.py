@@ -5,4 +5,8 @@ One cell from spec file to result file (`cell`), the fork server (`server`), the
 and memory probes (`measure`), the machine-speed canary (`canary`) and torch's facts
 (`torchinfo`). Run as `python -m kscperf.worker`. Nothing outside this package imports torch;
 importing the package itself imports nothing.
+
+May import: the vocabulary (`kscperf.errors`, `names`, `spec`, `paths`, `compilepanel`),
+`kscperf.plan` (to import a definition module and find plug-ins) and `kscperf.results` (the
+machine facts it records, the atomic write of its result file). No other stage imports it.
 """
