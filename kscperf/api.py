@@ -18,8 +18,7 @@ from typing import Any, Mapping, Sequence
 
 from kscperf.compare import builds as _compare
 from kscperf.views import report as _report
-from kscperf.results import fileio as _fileio
-from kscperf.results import merge as _merge
+from kscperf.results import fileio as _fileio, merge as _merge
 from kscperf.results import files as _results
 from kscperf.errors import KscperfError
 from kscperf.paths import DEFAULT_STORE

@@ -10,8 +10,7 @@ from typing import Sequence
 
 import pytest
 
-from kscperf.stats import changepoints
-from kscperf.stats import core as stats
+from kscperf.stats import changepoints, core as stats
 from kscperf.stats.changepoints import BuildPoint, Change
 
 # Per-process medians around 1 ms with a 1 % spread between processes and another 1 %

@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 
-from kscperf.gpukit import gpucheck
-from kscperf.gpukit import gpureport
+from kscperf.gpukit import gpucheck, gpureport
 from kscperf.results.envinfo import cuda_driver_present
 from kscperf.gpukit.gpucheck import Check, Report, Status
 from kscperf.worker import timers

@@ -21,8 +21,7 @@ import pytest
 
 import synthetic
 from kscperf import api, history
-from kscperf.stats import changepoints
-from kscperf.stats import core as stats
+from kscperf.stats import changepoints, core as stats
 from kscperf.history import journal, links
 from runner_testing import cli, explain, run_benchmarks_command, single_error_line
 

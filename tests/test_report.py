@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 
 import synthetic
-from kscperf.views import formatting
-from kscperf.views import plots
+from kscperf.views import formatting, plots
 from kscperf.compare.builds import compare_builds
 from kscperf.results.samples import summarize_build
 from kscperf.views.style import Tone

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kscperf.stats import sequential
-from kscperf.stats import core as stats
+from kscperf.stats import core as stats, sequential
 from kscperf.errors import CellStatus
 from kscperf.orchestrator.resolve import Look, Resolver
 from kscperf.stats.sequential import Resolution

@@ -29,8 +29,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from kscperf.stats import machine
-from kscperf.stats import sequential
+from kscperf.stats import machine, sequential
 from kscperf.stats import core as stats
 from kscperf.compare.compilestats import CompileChange, compare_panels
 from kscperf.errors import CellStatus, KscperfError

@@ -281,8 +281,7 @@ def cuda_handles(pid: int) -> list[str]:
 def cuda_tool_names(definitions_dir: str) -> list[str]:
     """Every CUDA tool the definitions under `definitions_dir` can run: the CUDA twins of
     the built-ins and plug-ins, and the CUDA tools the models define for themselves."""
-    from kscperf.plan import definitions
-    from kscperf.plan import cells as plan
+    from kscperf.plan import cells as plan, definitions
     from kscperf.names import split_device
     from kscperf.plan.plugins import plugin_tool_names
 

@@ -15,8 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from kscperf.stats import machine
-from kscperf.stats import core as stats
+from kscperf.stats import core as stats, machine
 from kscperf.errors import CellStatus
 import kscperf.history.links as links
 from kscperf.history.series import Series, SeriesKey, StoredBuild

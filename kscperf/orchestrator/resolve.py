@@ -15,8 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from kscperf.stats import sequential
-from kscperf.stats import core as stats
+from kscperf.stats import core as stats, sequential
 from kscperf.errors import CellStatus
 from kscperf.names import benchmark_name
 from kscperf.plan.cells import PlannedCell

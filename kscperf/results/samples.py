@@ -27,8 +27,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from kscperf.stats import machine
-from kscperf.stats import core as stats
+from kscperf.stats import core as stats, machine
 from kscperf.errors import STATUS_SEVERITY, TIMED_STATUSES, CellStatus
 from kscperf.names import (
     BenchmarkName,

@@ -30,8 +30,7 @@ from typing import Any, Iterable, Sequence
 
 from markupsafe import Markup
 
-from kscperf.views import formatting
-from kscperf.views import historytext
+from kscperf.views import formatting, historytext
 from kscperf.stats import core as stats
 from kscperf.views.compileview import with_compile_tables
 from kscperf.history import (

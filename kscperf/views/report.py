@@ -17,8 +17,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from kscperf.views import formatting
-from kscperf.views import plots
+from kscperf.views import formatting, plots
 from kscperf.stats import core as stats
 from kscperf.compare.builds import (
     Comparison,
