@@ -237,3 +237,13 @@ def test_each_stage_folder_says_what_it_owns_and_may_import() -> None:
              if "May import" not in (ast.get_docstring(ast.parse(
                  (f / "__init__.py").read_text(encoding="utf-8"))) or "")]
     assert quiet == []
+
+
+def test_the_package_never_imports_the_validation_logic_or_the_tests() -> None:
+    # validation/ and tests/ sit beside the package and import it; the other way round
+    # would make an installed kscperf need a checkout.
+    offending = {_module_name(p): sorted(m for m in imported_modules(p)
+                                         if m.split(".")[0] in ("validation", "tests",
+                                                                "synthetic", "runner_testing"))
+                 for p in PACKAGE.rglob("*.py")}
+    assert not {k: v for k, v in offending.items() if v}

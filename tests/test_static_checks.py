@@ -1,6 +1,6 @@
-"""The type checker and the linter that CI runs (CONTRIBUTING.md): mypy on the package (its settings
-in pyproject.toml) and pyflakes on the package, the scripts and the tests. Fixtures that are
-broken on purpose are left out."""
+"""The type checker and the linter that CI runs (CONTRIBUTING.md): mypy on the package and on
+`validation/` (its settings in pyproject.toml) and pyflakes on the package, the scripts, their
+logic in `validation/` and the tests. Fixtures that are broken on purpose are left out."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def test_pyflakes_finds_nothing() -> None:
              ROOT / "tools" / "harness-bench", ROOT / "tools" / "run-benchmarks",
              ROOT / "tools" / "models", ROOT / "bench_defs", ROOT / "tools" / "dashboard-bench",
              ROOT / "tools" / "history-demo", ROOT / "tools" / "same-suite",
-             ROOT / "tools" / "writer-bench", ROOT / "tools" / "gpu-check"]
+             ROOT / "tools" / "writer-bench", ROOT / "tools" / "gpu-check", ROOT / "validation"]
     paths += [p for p in (ROOT / "tests").rglob("*.py") if "faults" not in p.parts]
     proc = subprocess.run([sys.executable, "-m", "pyflakes", *map(str, paths)], cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
