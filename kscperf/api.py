@@ -17,14 +17,14 @@ import dataclasses
 from typing import Any, Mapping, Sequence
 
 from kscperf.compare import builds as _compare
-from kscperf.views import report as _report
+from kscperf.errors import KscperfError
+from kscperf.orchestrator.resolve import OnLook
+from kscperf.orchestrator.session import Build, OnProgress, RunConfig, SessionResult, prepare_session
+from kscperf.paths import DEFAULT_STORE
 from kscperf.results import fileio as _fileio, merge as _merge
 from kscperf.results import files as _results
-from kscperf.errors import KscperfError
-from kscperf.paths import DEFAULT_STORE
-from kscperf.orchestrator.resolve import OnLook
 from kscperf.stats.core import DEFAULT_MIN_EFFECT
-from kscperf.orchestrator.session import Build, OnProgress, RunConfig, SessionResult, prepare_session
+from kscperf.views import report as _report
 
 __all__ = ["run", "run_checks", "run_ab", "load", "compare_builds", "write_report",
            "merge_shards", "history_add", "history_rebuild", "history_changes",

@@ -313,8 +313,8 @@ _PHASE_WORDS = {"import": "importing", "configs": "making configs", "compile": "
 
 
 def _running_printer(quiet: bool) -> Callable[[Any], None] | None:
-    from kscperf.views.formatting import format_seconds, safe_text
     from kscperf.names import split_device
+    from kscperf.views.formatting import format_seconds, safe_text
 
     def show(r: Any) -> None:
         what = _PHASE_WORDS.get(r.phase, r.phase or "starting")
@@ -351,8 +351,8 @@ def _prepared(args: argparse.Namespace, config: Any, builds: list[Any], **option
 
 def cmd_list(args: argparse.Namespace) -> int:
     """`list`: the selected cells, one per line, without running them."""
-    from kscperf.views.formatting import safe_text
     from kscperf.orchestrator.session import select_cells
+    from kscperf.views.formatting import safe_text
 
     selection = select_cells(_config(args))
     for cell in selection.cells:

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from kscperf import api
-from kscperf.compilepanel import CompilePanel, Figure, figures_from
 from kscperf.compare.compilestats import cell_panels, compare_panels
+from kscperf.compilepanel import CompilePanel, Figure, figures_from
 from kscperf.errors import CellStatus
 from kscperf.spec import CellResult
 

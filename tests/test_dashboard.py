@@ -19,8 +19,8 @@ import pytest
 
 import synthetic
 from kscperf import api, history
-from kscperf.views import dashboard
 from kscperf.errors import CellStatus
+from kscperf.views import dashboard
 from runner_testing import chromium, cli, console_messages, explain, needs_chromium, \
     single_error_line
 

@@ -17,8 +17,8 @@ import pytest
 
 import kscperf
 from kscperf import cli
-from kscperf.paths import DEFAULT_STORE, RESULTS_DIR
 from kscperf.orchestrator.session import RunConfig
+from kscperf.paths import DEFAULT_STORE, RESULTS_DIR
 from kscperf.spec import PROFILES
 from kscperf.stats.core import DEFAULT_MIN_EFFECT
 

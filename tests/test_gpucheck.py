@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from kscperf.gpukit import gpucheck, gpureport
-from kscperf.results.envinfo import cuda_driver_present
 from kscperf.gpukit.gpucheck import Check, Report, Status
+from kscperf.results.envinfo import cuda_driver_present
 from kscperf.worker import timers
 
 from runner_testing import BENCH_DEFS, ROOT, explain

@@ -21,8 +21,8 @@ import pytest
 
 import synthetic
 from kscperf import api, history
-from kscperf.stats import changepoints, core as stats
 from kscperf.history import journal, links
+from kscperf.stats import changepoints, core as stats
 from runner_testing import cli, explain, run_benchmarks_command, single_error_line
 
 SMALL: dict[str, Any] = dict(models=("vrelu3",), tools=("pt", "compiled"), tasks=("fwd",),

@@ -12,11 +12,11 @@ import pyperf
 import pytest
 
 from kscperf.compare import builds as compare
-from kscperf.views import formatting
-from kscperf.stats import machine
 from kscperf.compare.builds import Verdict
 from kscperf.results.files import load_results
 from kscperf.spec import CanaryProbe, CellResult
+from kscperf.stats import machine
+from kscperf.views import formatting
 from synthetic import write_build
 
 SMALL = dict(models=("vrelu3",), tools=("pt", "ptnice"), tasks=("fwd",),

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from kscperf.plan.definitions import ModelTool, model_tools, scan_models
 from kscperf.plan.cells import plan_cells, resolve_tools
+from kscperf.plan.definitions import ModelTool, model_tools, scan_models
 
 from runner_testing import DEFS, FIXTURES, QUICK, cells_of, cli, explain, load_doc, \
     single_error_line, statuses

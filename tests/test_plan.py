@@ -7,8 +7,8 @@ import itertools
 
 import pytest
 
-from kscperf.plan.definitions import ModelDef
 from kscperf.errors import KscperfError
+from kscperf.plan.definitions import ModelDef
 from kscperf.plan.cells import (PlannedCell, all_tool_names, assign_shards, expected_costs_s,
                           parse_shard, plan_cells, plan_fingerprint, plan_rounds, resolve_tasks,
                           resolve_tools, shard_cells)

@@ -15,8 +15,8 @@ import pyperf
 import pytest
 
 from kscperf.errors import CellStatus
-from kscperf.results.pyperfjson import pyperf_suite_json
 from kscperf.results.files import write_results
+from kscperf.results.pyperfjson import pyperf_suite_json
 from kscperf.spec import CellResult, ConfigResult
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 import synthetic
-from kscperf.views import formatting, plots
 from kscperf.compare.builds import compare_builds
-from kscperf.results.samples import summarize_build
-from kscperf.views.style import Tone
 from kscperf.errors import RECORDED_STATUSES, CellStatus, KscperfError
+from kscperf.results.samples import summarize_build
+from kscperf.views import formatting, plots
+from kscperf.views.style import Tone
 from kscperf.views.report import (
     ReportView,
     build_report_view,

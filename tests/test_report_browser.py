@@ -16,8 +16,8 @@ import pytest
 
 import synthetic
 from kscperf.errors import CellStatus
-from kscperf.views.report import render_report, write_report
 from kscperf.results.files import load_results
+from kscperf.views.report import render_report, write_report
 from runner_testing import chromium, console_messages, needs_chromium
 
 pytestmark = [pytest.mark.integration, needs_chromium]

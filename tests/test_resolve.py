@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from kscperf.stats import sequential
 from kscperf.api import run
 from kscperf.errors import KscperfError
-from kscperf.results.files import load_results
 from kscperf.orchestrator.session import RunConfig
+from kscperf.results.files import load_results
+from kscperf.stats import sequential
 from runner_testing import cli
 
 WORK = Path(__file__).parent / "fixtures" / "work" / "work.py"

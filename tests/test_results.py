@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from kscperf import names
+from kscperf.errors import CellStatus, KscperfError
 from kscperf.results import files as results
 from kscperf.results.fileio import check_writable
-from kscperf.errors import CellStatus, KscperfError
-from kscperf.results.merge import merge_results
 from kscperf.results.files import CellSummary, load_results, write_results
+from kscperf.results.merge import merge_results
 from kscperf.spec import CellResult, CheckResult, ConfigResult
 
 HOST = {"hostname": "perf1", "cpu_model_name": "Test CPU", "cpu_count": 2,

@@ -17,13 +17,13 @@ import pytest
 
 import synthetic
 from kscperf import api, history
-from kscperf.views import formatting
 from kscperf.compare.builds import compare_builds
-from kscperf.views.dashboard import build_views
 from kscperf.names import Kind, benchmark_name, compile_name
-from kscperf.views.report import build_report_view
 from kscperf.results.files import load_results
 from kscperf.results.samples import build_samples, central_value, summarize_build
+from kscperf.views import formatting
+from kscperf.views.dashboard import build_views
+from kscperf.views.report import build_report_view
 from runner_testing import cli, explain
 
 REPO = Path(__file__).resolve().parent.parent

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from kscperf.stats import core as stats, sequential
 from kscperf.errors import CellStatus
 from kscperf.orchestrator.resolve import Look, Resolver
-from kscperf.stats.sequential import Resolution
 from kscperf.orchestrator.session import RunConfig, select_cells
 from kscperf.spec import CellResult, ConfigResult
+from kscperf.stats import core as stats, sequential
+from kscperf.stats.sequential import Resolution
 
 WORK = Path(__file__).parent / "fixtures" / "work" / "work.py"
 MIN_EFFECT = 0.02

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from kscperf import cli
-from kscperf.plan import cells as plan
-from kscperf.orchestrator import schedule
 from kscperf.errors import KscperfError
+from kscperf.orchestrator import schedule
 from kscperf.orchestrator.launch import LaunchOutcome
 from kscperf.orchestrator.session import RunConfig, select_cells
+from kscperf.plan import cells as plan
 from kscperf.spec import CellSpec, WorkerSettings
 
 TOY = str(Path(__file__).parent / "fixtures" / "defs" / "toy.py")

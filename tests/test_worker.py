@@ -12,9 +12,9 @@ from typing import Any, Callable
 import pytest
 import torch
 
-from kscperf.worker import cell as worker
 from kscperf.errors import CellStatus
 from kscperf.spec import CellResult, CellSpec
+from kscperf.worker import cell as worker
 from kscperf.worker.cell import main, run_cell
 
 from runner_testing import DEFS

@@ -29,13 +29,13 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from kscperf.stats import machine, sequential
-from kscperf.stats import core as stats
 from kscperf.compare.compilestats import CompileChange, compare_panels
 from kscperf.errors import CellStatus, KscperfError
 from kscperf.names import BenchmarkName, Kind, benchmark_name
 from kscperf.results.files import LoadedResults
 from kscperf.results.samples import BenchmarkSamples, BuildSamples, build_samples
+from kscperf.stats import machine, sequential
+from kscperf.stats import core as stats
 from kscperf.stats.verdicts import (
     REGRESSION_VERDICTS,
     Direction,

@@ -15,9 +15,9 @@ import math
 from dataclasses import dataclass, replace
 from typing import Iterable
 
-from kscperf.stats import core as stats
 from kscperf.compilepanel import COUNTS, PHASES, CompilePanel
 from kscperf.spec import CellResult
+from kscperf.stats import core as stats
 
 __all__ = ["SPLITS", "CellPanel", "CompileChange", "cell_panels", "compare_panels",
            "REGRESSION_VERDICTS"]

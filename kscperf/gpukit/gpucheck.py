@@ -23,9 +23,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from kscperf.results.envinfo import now_iso
 from kscperf.errors import GOOD_STATUSES, CellStatus
 from kscperf.orchestrator.workerenv import worker_environment
+from kscperf.results.envinfo import now_iso
 
 __all__ = ["EXIT_PASSED", "EXIT_FAILED", "EXIT_USAGE", "EXIT_NO_CUDA", "NO_CUDA_LINE",
            "AGREEMENT_TOLERANCE", "MEMORY_TOLERANCE", "FORK_MIN_SPEEDUP", "LAUNCH_BOUND_BUSY",
@@ -281,8 +281,8 @@ def cuda_handles(pid: int) -> list[str]:
 def cuda_tool_names(definitions_dir: str) -> list[str]:
     """Every CUDA tool the definitions under `definitions_dir` can run: the CUDA twins of
     the built-ins and plug-ins, and the CUDA tools the models define for themselves."""
-    from kscperf.plan import cells as plan, definitions
     from kscperf.names import split_device
+    from kscperf.plan import cells as plan, definitions
     from kscperf.plan.plugins import plugin_tool_names
 
     models, _ = definitions.scan_models(definitions.find_definition_files([definitions_dir]))

@@ -15,8 +15,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from kscperf.stats import core as stats, machine
 from kscperf.errors import CellStatus
+from kscperf.stats import core as stats, machine
 import kscperf.history.links as links
 from kscperf.history.series import Series, SeriesKey, StoredBuild
 from kscperf.history.store import HistoryStore

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from kscperf.compilepanel import COUNTS, PHASES
 from kscperf.compare.compilestats import SPLITS, CompileChange, cell_panels, compare_panels
+from kscperf.compilepanel import COUNTS, PHASES
 from kscperf.results.files import load_results
 
 __all__ = ["CompilePoint", "compile_series", "opened_compile_regressions"]

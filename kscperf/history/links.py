@@ -26,13 +26,13 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from kscperf.stats import core as stats
 from kscperf.errors import KscperfError
-from kscperf.results.fileio import write_bytes_atomic
 from kscperf.history.journal import pending_name
 from kscperf.history.series import Series, environment_of, machine_class_of
 from kscperf.names import Kind
+from kscperf.results.fileio import write_bytes_atomic
 from kscperf.results.files import LoadedResults, load_results
+from kscperf.stats import core as stats
 
 __all__ = ["LINKS_DIR", "LINK_DETAIL", "LINKS_SCHEMA", "AbFolder", "LinkRow", "Link",
            "read_ab_folder", "link_rows", "environment_change", "insert_links",

@@ -20,13 +20,13 @@ import statistics
 from dataclasses import dataclass
 from typing import Sequence
 
-from kscperf.stats import machine
-from kscperf.results import metadata
-from kscperf.stats import core as stats
 from kscperf.errors import CellStatus
 from kscperf.names import Kind, cell_name
+from kscperf.results import metadata
 from kscperf.results.files import LoadedResults
 from kscperf.results.samples import BenchmarkSamples, BuildSamples, build_samples
+from kscperf.stats import machine
+from kscperf.stats import core as stats
 
 __all__ = ["SERIES_KINDS", "StoredBuild", "SeriesKey", "SeriesPoint", "Series",
            "PointRow", "point_rows", "summarize_samples", "floats_json", "machine_scores_of",

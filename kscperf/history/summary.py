@@ -15,11 +15,11 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from kscperf.stats import core as stats
 from kscperf.errors import NOT_RUN_STATUSES, CellStatus
 from kscperf.history.changes import HistoryChange
 from kscperf.history.series import Series, SeriesKey
 from kscperf.names import Kind
+from kscperf.stats import core as stats
 
 __all__ = ["Trend", "GroupSummary", "summarize_groups", "open_changes"]
 

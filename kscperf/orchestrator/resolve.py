@@ -15,11 +15,11 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from kscperf.stats import core as stats, sequential
 from kscperf.errors import CellStatus
 from kscperf.names import benchmark_name
 from kscperf.plan.cells import PlannedCell
 from kscperf.spec import CellResult
+from kscperf.stats import core as stats, sequential
 
 __all__ = ["DEFAULT_BUDGET_S", "OpenBenchmark", "Look", "OnLook", "Resolver"]
 

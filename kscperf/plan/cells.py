@@ -11,9 +11,9 @@ import hashlib
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from kscperf.plan.definitions import ModelDef
 from kscperf.errors import KscperfError
 from kscperf.names import BUILTIN_TOOLS, CUDA_SUFFIX, EAGER_TOOLS, TASKS, cell_name, split_device
+from kscperf.plan.definitions import ModelDef
 from kscperf.spec import CellResult
 
 __all__ = ["PlannedCell", "all_tool_names", "resolve_tools", "resolve_tasks", "plan_cells",

@@ -25,11 +25,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
 from kscperf.errors import STATUS_SEVERITY, CellStatus, KscperfError, recorded_status
-from kscperf.results.fileio import write_text_atomic
-from kscperf.stats.machine import machine_speed
-from kscperf.results.pyperfjson import pyperf_suite_json
 from kscperf.names import benchmark_name, cell_name, compile_name, prep_name
+from kscperf.results.fileio import write_text_atomic
+from kscperf.results.pyperfjson import pyperf_suite_json
 from kscperf.spec import CellResult, CheckResult, ConfigResult
+from kscperf.stats.machine import machine_speed
 
 __all__ = [
     "FORMAT_VERSION",

@@ -12,9 +12,9 @@ import os
 from typing import Any
 
 from kscperf.errors import KscperfError
-from kscperf.results.metadata import MERGE_KEYS, SHARD_ONLY_KEYS
 from kscperf.plan.cells import parse_shard
 from kscperf.results.files import LoadedResults, load_results, write_results
+from kscperf.results.metadata import MERGE_KEYS, SHARD_ONLY_KEYS
 
 __all__ = ["merge_results"]
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-from kscperf.results.metadata import PYPERF_RUN_KEYS
 from kscperf.names import benchmark_name, compile_name, prep_name
+from kscperf.results.metadata import PYPERF_RUN_KEYS
 from kscperf.spec import CellResult
 
 __all__ = ["pyperf_suite_json"]

@@ -27,8 +27,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from kscperf.stats import core as stats, machine
 from kscperf.errors import STATUS_SEVERITY, TIMED_STATUSES, CellStatus
+from kscperf.stats import core as stats, machine
 from kscperf.names import (
     BenchmarkName,
     Kind,

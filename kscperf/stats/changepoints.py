@@ -19,8 +19,8 @@ import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Hashable, Mapping, Sequence, TypeVar
 
-from kscperf.stats import core as stats
 from kscperf.errors import CellStatus
+from kscperf.stats import core as stats
 from kscperf.stats.serieslevels import (
     MIN_SIDE_BUILDS,
     NOISE_FLOOR,

@@ -15,9 +15,9 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from kscperf.stats import core as stats
 from kscperf.names import cell_name
 from kscperf.spec import CanaryProbe, CellResult
+from kscperf.stats import core as stats
 
 __all__ = [
     "SHIFT_MIN_EFFECT",

@@ -20,8 +20,8 @@ import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
-from kscperf.stats import core as stats
 from kscperf.errors import CellStatus
+from kscperf.stats import core as stats
 from kscperf.stats.machine import ODD_STATE_FACTOR
 
 if TYPE_CHECKING:

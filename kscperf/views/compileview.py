@@ -10,9 +10,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Sequence, TypeVar
 
-from kscperf.history.compilehistory import CompilePoint, compile_series
-from kscperf.compilepanel import COUNTS, PHASES
 from kscperf.compare.compilestats import SPLITS, CellPanel, CompileChange
+from kscperf.compilepanel import COUNTS, PHASES
+from kscperf.history.compilehistory import CompilePoint, compile_series
 from kscperf.views.textunits import align_columns, format_seconds, safe_text
 
 __all__ = ["PanelRow", "panel_rows", "ChangeRow", "change_rows", "format_panel_table", "format_compile_changes",

@@ -30,22 +30,22 @@ from typing import Any, Iterable, Sequence
 
 from markupsafe import Markup
 
-from kscperf.views import formatting, historytext
 from kscperf.stats import core as stats
+from kscperf.views import formatting, historytext
 from kscperf.views.compileview import with_compile_tables
 from kscperf.history import (
     HistoryChange, HistoryStore, Series, SeriesPoint, StoredBuild, detectable_steps,
     find_changes)
-from kscperf.views import dashboard_timeline as timeline
-from kscperf.views.confirm import confirm_commands
 from kscperf.errors import CellStatus, KscperfError
 from kscperf.history.summary import GroupSummary, Trend, open_changes, summarize_groups
 from kscperf.names import Kind
+from kscperf.views import dashboard_timeline as timeline
+from kscperf.views.confirm import confirm_commands
 from kscperf.views.dashboard_views import (
     MetricView, SummaryRow, ChangeView, EnvironmentView, ModelRow, ClassView, IndexView, ModelBenchmarkRow, ModelView, ChartView, BuildLine, SectionView, BenchmarkView)
 from kscperf.results.fileio import write_text_atomic
-from kscperf.views.style import STATUS_TONE, change_tone, jinja_environment
 from kscperf.views.sparklines import ChartPoint, Mark, history_chart, plottable, sparkline
+from kscperf.views.style import STATUS_TONE, change_tone, jinja_environment
 
 __all__ = ["IndexView", "ModelView", "BenchmarkView", "build_views", "write_dashboard"]
 

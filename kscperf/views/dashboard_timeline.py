@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from kscperf.views import formatting
 from kscperf.history import MACHINE_SPEED_DETAIL, HistoryChange, HistoryStore, Series, StoredBuild
 from kscperf.history import links
 from kscperf.names import Kind
+from kscperf.views import formatting
 
 __all__ = ["TimelineRow", "TimelineView", "timeline_view", "timelines", "SpeedEvent",
            "merge_speed_runs", "environment_entries", "tools_that_ran", "not_run_lines"]

@@ -16,8 +16,8 @@ import re
 import textwrap
 from typing import TYPE_CHECKING, Any
 
-from kscperf.stats import core as stats, machine
 from kscperf.compare.builds import Comparison, ComparisonRow, GeoMean, MachineCheck, Verdict
+from kscperf.stats import core as stats, machine
 from kscperf.views.compileview import compile_changes_json, compile_changes_markdown, \
     format_compile_changes
 from kscperf.errors import TIMED_STATUSES, CellStatus

@@ -17,8 +17,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from kscperf.views import formatting, plots
 from kscperf.stats import core as stats
+from kscperf.views import formatting, plots
 from kscperf.compare.builds import (
     Comparison,
     ComparisonRow,
@@ -27,12 +27,12 @@ from kscperf.compare.builds import (
     refuse_incomparable,
 )
 from kscperf.compare.compilestats import cell_panels
-from kscperf.views.compileview import ChangeRow, PanelRow, change_rows, panel_rows
 from kscperf.errors import TIMED_STATUSES, CellStatus, KscperfError
-from kscperf.results.fileio import write_text_atomic
-from kscperf.results.metadata import REPORT_KEYS
 from kscperf.names import BenchmarkName, Kind
+from kscperf.results.fileio import write_text_atomic
 from kscperf.results.files import LoadedResults
+from kscperf.results.metadata import REPORT_KEYS
+from kscperf.views.compileview import ChangeRow, PanelRow, change_rows, panel_rows
 from kscperf.views.style import STATUS_TONE, VERDICT_TONE, Tone, jinja_environment, templates_dir
 from kscperf.results.samples import (
     REFERENCE_TOOL,

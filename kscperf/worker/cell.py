@@ -35,17 +35,17 @@ import torch
 
 from kscperf.plan.definitions import DefinitionError, ResolvedModel, import_definition_module, \
     resolve_model
-from kscperf.results.envinfo import machine_info, now_iso
-from kscperf.errors import CellStatus
-from kscperf.results.fileio import write_text_atomic
 from kscperf.compilepanel import CompilePanel
+from kscperf.errors import CellStatus
+from kscperf.results.envinfo import machine_info, now_iso
+from kscperf.results.fileio import write_text_atomic
 from kscperf.spec import CanaryProbe, CellResult, CellSpec, CheckResult, ConfigResult, partial_result_path, \
     phase_path
 from kscperf.worker import caches, canary, check, compilepanel, measure, tasks
-from kscperf.worker.turns import Turns
 from kscperf.worker.failures import reason_for, status_for
 from kscperf.worker.tools import Built, ToolImpl, Unavailable, Unsupported, as_built, load_tool
 from kscperf.worker.torchinfo import torch_info
+from kscperf.worker.turns import Turns
 
 __all__ = ["run_cell", "load_configs", "main", "preload", "PRELOAD_ALWAYS", "PRELOAD_FOR_COMPILERS"]
 

@@ -51,9 +51,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from kscperf.compilepanel import Figure, figures_from
-from kscperf.plan.definitions import ModelTool
 from kscperf.errors import describe_exception
 from kscperf.names import BUILTIN_TOOLS, TASKS, split_device
+from kscperf.plan.definitions import ModelTool
 from kscperf.plan.plugins import plugin_tool_names
 
 __all__ = [
