@@ -18,8 +18,8 @@ import pytest
 
 import synthetic
 from kscperf import api, history
-from kscperf.views import confirm
 from kscperf.errors import CellStatus, KscperfError
+from kscperf.views import confirm
 from runner_testing import cli, explain, run_benchmarks_command, single_error_line
 
 SMALL: dict[str, Any] = dict(models=("vrelu3",), tools=("pt", "compiled"), tasks=("fwd",),
@@ -216,6 +216,18 @@ def test_an_environment_change_is_an_event_never_a_regression(tmp_path: Path) ->
     assert events[0].key.benchmark == "all 13 series"
     check = cli("history", "check", "--store", store)
     assert check.returncode == 0, explain(check)
+
+
+def test_a_new_kscperf_is_an_environment_event_never_a_regression(tmp_path: Path) -> None:
+    # From b5 on the harness is another kscperf (its version is the same, its code is not),
+    # and the compiled tool times 30 % slower under it: the harness's doing, not b5's.
+    store = _history(tmp_path, 10, factor=lambda i: 1.3 if i >= 5 else 1.0,
+                     kscperf_source=lambda i: "sha256:" + ("b" if i >= 5 else "a") * 16)
+    changes = api.history_changes(store)
+    assert changes and not any(c.is_regression for c in changes), changes
+    events = [c for c in changes if c.kind == "environment"]
+    assert [(e.before.label, e.after.label, e.detail) for e in events] == [
+        ("b4", "b5", f"kscperf_source sha256:{'a' * 16} -> sha256:{'b' * 16}")]
 
 
 @pytest.mark.integration
@@ -439,3 +451,64 @@ def test_a_newest_build_timed_through_a_disturbance_waits_and_says_so(tmp_path: 
     assert check.returncode == 0, explain(check)
     api.history_add([_build(tmp_path, 9)], store)
     assert not [c for c in api.history_changes(store) if c.key.kind == "time"]
+
+
+def _concurrent_adds(files: list[str], store: str, kill_first_at: str | None = None
+                     ) -> list[tuple[int, str]]:
+    """`history add FILE --store STORE` for every file at once, each its own process, the
+    first killed at the named point of its add when `kill_first_at` is given: (exit
+    status, stderr) of each, in the order of `files`."""
+    procs = []
+    for i, path in enumerate(files):
+        env = dict(os.environ)
+        if i == 0 and kill_first_at:
+            env["KSCPERF_HISTORY_KILL_AT"] = kill_first_at
+        procs.append(subprocess.Popen(run_benchmarks_command() + ["history", "add", path,
+                                                                  "--store", store],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True, env=env))
+    return [(p.wait(timeout=300), p.communicate()[1]) for p in procs]
+
+
+def _unlisted_files(store: str) -> list[str]:
+    """The files under the store's builds/ that its index does not list (none may exist)."""
+    with history.open_store(store) as opened:
+        listed = {os.path.basename(b.file) for b in opened.builds()}
+    return sorted(set(os.listdir(os.path.join(store, history.BUILDS_DIR))) - listed)
+
+
+@pytest.mark.integration
+def test_nine_adds_at_once_into_a_new_store_all_land(tmp_path: Path) -> None:
+    files = [_build(tmp_path, i) for i in range(9)]
+    store = str(tmp_path / "new-store")
+    outcomes = _concurrent_adds(files, store)
+    assert [rc for rc, _ in outcomes] == [0] * 9, outcomes
+    assert api.history_rebuild(store) == 9
+    assert _unlisted_files(store) == []
+    with history.open_store(store) as opened:
+        assert [b.label for b in opened.builds()] == [f"b{i}" for i in range(9)]
+
+
+@pytest.mark.integration
+def test_an_add_killed_among_concurrent_ones_leaves_no_file_the_index_does_not_list(
+        tmp_path: Path) -> None:
+    files = [_build(tmp_path, i) for i in range(6)]
+    store = str(tmp_path / "new-store")
+    outcomes = _concurrent_adds(files, store, kill_first_at="copied")
+    assert outcomes[0][0] == -9 and [rc for rc, _ in outcomes[1:]] == [0] * 5, outcomes
+    # The killed add's copy carries a temporary name (never read as a build); the next add
+    # removes it, and the killed file can then be added.
+    assert all(".adding-" in name for name in _unlisted_files(store))
+    assert api.history_add([files[0]], store)
+    assert _unlisted_files(store) == []
+    assert api.history_rebuild(store) == 6
+
+
+def test_a_store_held_open_is_not_removed_as_empty(tmp_path: Path) -> None:
+    # A refused first add removes the store it made, unless another add has it open.
+    store = str(tmp_path / "store")
+    with history.open_store(store, create=True):
+        history.remove_empty_store(store)
+        assert os.path.isdir(os.path.join(store, history.BUILDS_DIR))
+    history.remove_empty_store(store)
+    assert not os.path.exists(store)

@@ -14,12 +14,12 @@ from kscperf.history.changes import (
     detectable_steps, find_changes, too_noisy)
 from kscperf.history.series import (
     SERIES_KINDS, Series, SeriesKey, SeriesPoint, StoredBuild, environment_of, machine_class_of)
-from kscperf.history.store import (
-    BUILDS_DIR, INDEX_NAME, MACHINE_SUFFIX, HistoryStore, open_store, rebuild_index,
-    remove_empty_store)
+from kscperf.history.folder import (
+    BUILDS_DIR, INDEX_NAME, LOCK_NAME, MACHINE_SUFFIX, remove_empty_store)
+from kscperf.history.store import HistoryStore, open_store, rebuild_index
 
 __all__ = [
-    "INDEX_NAME", "BUILDS_DIR", "MACHINE_SUFFIX", "SERIES_KINDS", "MACHINE_SPEED_DETAIL",
+    "INDEX_NAME", "BUILDS_DIR", "LOCK_NAME", "MACHINE_SUFFIX", "SERIES_KINDS", "MACHINE_SPEED_DETAIL",
     "StoredBuild", "SeriesKey", "SeriesPoint", "Series", "ChangeKind", "HistoryChange", "HistoryCheck",
     "HistoryStore", "open_store", "rebuild_index", "remove_empty_store", "machine_class_of",
     "environment_of", "build_points", "find_changes", "detectable_steps", "too_noisy",

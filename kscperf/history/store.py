@@ -5,6 +5,8 @@
       links/<the same name>                 the base side of the `ab` run that made that
                                             build, when it was added as an `ab` folder
       index.sqlite                          what queries need, rebuilt from both at will
+      index.sqlite-lock                     held shared while the store is open, exclusive
+                                            while its index is made or rebuilt
 
 The results files stay the source of truth: `rebuild_index` recreates the index from them
 alone, and an incremental `add_builds` leaves exactly the index a rebuild would make. This
@@ -19,6 +21,7 @@ date of the run; builds of one commit by run date; then by label.
 from __future__ import annotations
 
 import datetime
+import fcntl
 import hashlib
 import json
 import math
@@ -32,6 +35,8 @@ from kscperf.errors import CellStatus, KscperfError
 from kscperf.results.fileio import write_bytes_atomic, write_text_atomic
 import kscperf.history.journal as journal
 import kscperf.history.links as links
+from kscperf.history.folder import (BUILDS_DIR, INDEX_NAME, LOCK_TIMEOUT_S, MACHINE_SUFFIX,
+                                    StoreLock, make_store_folder)
 from kscperf.history.series import (
     SERIES_KINDS, Series, SeriesKey, SeriesPoint, StoredBuild, assemble_series, detectable_effect,
     environment_of, floats_json, machine_class_of, machine_scores_of, point_rows,
@@ -39,17 +44,13 @@ from kscperf.history.series import (
 from kscperf.names import Kind
 from kscperf.results.files import LoadedResults, load_results
 
-__all__ = ["INDEX_NAME", "BUILDS_DIR", "MACHINE_SUFFIX", "HistoryStore", "open_store",
-           "rebuild_index", "remove_empty_store"]
+__all__ = ["HistoryStore", "open_store", "rebuild_index"]
 
-INDEX_NAME = "index.sqlite"
-BUILDS_DIR = "builds"
 # Bumped whenever the index's tables or what they hold change; an index of another version
-# is rebuilt (7: links of every kind, not only run time).
-_SCHEMA_VERSION = 7
+# is rebuilt (7: links of every kind, not only run time; 8: kscperf's own version and code
+# digest in the environment).
+_SCHEMA_VERSION = 8
 
-# Beside a store's copy of a file added with --machine CLASS: that class.
-MACHINE_SUFFIX = ".machine"
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -139,13 +140,17 @@ class HistoryStore:
     `open_store`; every change happens in one SQLite transaction, so a failed add leaves
     the store as it was."""
 
-    def __init__(self, root: str, connection: sqlite3.Connection) -> None:
+    def __init__(self, root: str, connection: sqlite3.Connection,
+                 lock: StoreLock | None = None) -> None:
         self.root = root
         self._db = connection
+        self._lock = lock
 
     def close(self) -> None:
-        """Close the index."""
+        """Close the index and let go of the store's lock."""
         self._db.close()
+        if self._lock is not None:
+            self._lock.release()
 
     def __enter__(self) -> HistoryStore:
         return self
@@ -449,13 +454,10 @@ def _remove_quietly(path: str) -> None:
         pass
 
 
-# Seconds a connection waits for another process's write lock before giving up: adds of
-# one store from several jobs queue rather than fail.
-_LOCK_TIMEOUT_S = 300.0
 
 
 def _connect(index: str) -> sqlite3.Connection:
-    db = sqlite3.connect(index, isolation_level="DEFERRED", timeout=_LOCK_TIMEOUT_S)
+    db = sqlite3.connect(index, isolation_level="DEFERRED", timeout=LOCK_TIMEOUT_S)
     db.execute("PRAGMA foreign_keys = ON")
     return db
 
@@ -471,27 +473,30 @@ def _create_index(path: str) -> sqlite3.Connection:
 def open_store(root: str, *, create: bool = False) -> HistoryStore:
     """The store in folder `root`. With `create`, a missing store is made (an empty folder
     or none); an index missing or of another version is rebuilt from the files. Raises
-    KscperfError for a folder that is not a store (unless `create` and it is empty)."""
+    KscperfError for a folder that is not a store (unless `create` and it is empty). Any
+    number of processes may open, make and add to one store at once: the index is made once,
+    under the store's lock, and the others wait for it."""
     index = os.path.join(root, INDEX_NAME)
-    builds_dir = os.path.join(root, BUILDS_DIR)
-    if not os.path.isdir(builds_dir):
+    if not os.path.isdir(os.path.join(root, BUILDS_DIR)):
         if not create:
             raise KscperfError(f"{root} is not a history store (no {BUILDS_DIR}/ folder); "
                                "create one with run-benchmarks history add FILE --store "
                                f"{root}.")
-        if os.path.exists(root) and (not os.path.isdir(root) or os.listdir(root)):
-            raise KscperfError(f"{root} exists and is not a history store; choose an empty "
-                               "or new folder for --store.")
-        try:
-            os.makedirs(builds_dir, exist_ok=True)
-        except OSError as exc:
-            raise KscperfError(f"cannot create the store {root}: {exc.strerror or exc}.") \
-                from None
-    if not os.path.exists(index) or _schema_version(index) != _SCHEMA_VERSION:
-        return rebuild_index(root)
-    db = _connect(index)
-    _finish_pending(db, root)
-    return HistoryStore(root, db)
+        make_store_folder(root)
+    lock = StoreLock(root)
+    try:
+        lock.take(fcntl.LOCK_SH)
+        if not os.path.exists(index) or _schema_version(index) != _SCHEMA_VERSION:
+            lock.take(fcntl.LOCK_EX)
+            if not os.path.exists(index) or _schema_version(index) != _SCHEMA_VERSION:
+                return _rebuild_holding(root, lock)
+            lock.take(fcntl.LOCK_SH)
+        db = _connect(index)
+        _finish_pending(db, root)
+        return HistoryStore(root, db, lock)
+    except BaseException:
+        lock.release()
+        raise
 
 
 def _finish_pending(db: sqlite3.Connection, root: str) -> None:
@@ -501,26 +506,6 @@ def _finish_pending(db: sqlite3.Connection, root: str) -> None:
         journal.finish(db, root)
     except (OSError, sqlite3.Error):
         pass
-
-
-def remove_empty_store(root: str) -> None:
-    """Remove the store `root` if it holds no build (only what `open_store(create=True)`
-    made: an empty `builds/` and an index); a store with any file of its own is left as
-    it is."""
-    builds_dir = os.path.join(root, BUILDS_DIR)
-    links_dir = os.path.join(root, links.LINKS_DIR)
-    try:
-        if os.listdir(builds_dir) or (os.path.isdir(links_dir) and os.listdir(links_dir)):
-            return
-        os.rmdir(builds_dir)
-        if os.path.isdir(links_dir):
-            os.rmdir(links_dir)
-        for name in os.listdir(root):
-            if name == INDEX_NAME or name.startswith(INDEX_NAME + "-"):  # its journal too
-                os.unlink(os.path.join(root, name))
-        os.rmdir(root)
-    except OSError:
-        pass  # anything else there is not ours to remove
 
 
 def _schema_version(index: str) -> int | None:
@@ -539,7 +524,20 @@ def rebuild_index(root: str) -> HistoryStore:
     """Recreate the index of the store `root` from its results files alone, and return the
     store. The new index replaces the old one atomically; a file that cannot be read, or
     two files of one build (the same bytes, or one build label of one machine class),
-    raise KscperfError naming them, and the old index is kept."""
+    raise KscperfError naming them, and the old index is kept. Waits for the other
+    processes that have the store open to close it."""
+    lock = StoreLock(root)
+    try:
+        lock.take(fcntl.LOCK_EX)
+        return _rebuild_holding(root, lock)
+    except BaseException:
+        lock.release()
+        raise
+
+
+def _rebuild_holding(root: str, lock: StoreLock) -> HistoryStore:
+    """`rebuild_index` for a caller that holds `lock` exclusive; the store returned holds it
+    shared."""
     index = os.path.join(root, INDEX_NAME)
     if os.path.exists(index) and _schema_version(index) == _SCHEMA_VERSION:
         old = _connect(index)
@@ -559,7 +557,8 @@ def rebuild_index(root: str) -> HistoryStore:
         raise
     db.close()
     os.replace(fresh, index)
-    return HistoryStore(root, _connect(index))
+    lock.take(fcntl.LOCK_SH)
+    return HistoryStore(root, _connect(index), lock)
 
 
 def _given_class(path: str) -> str | None:
