@@ -15,6 +15,8 @@ from typing import Any
 import pyperf
 import pytest
 
+import kscperf
+from kscperf.results.envinfo import kscperf_source
 from runner_testing import DEFS, QUICK, cells_of, cli, explain, load_doc, single_error_line
 
 pytestmark = pytest.mark.integration
@@ -195,6 +197,10 @@ def test_run_writes_suite_metadata(fork_run: dict[str, Any]) -> None:
     assert (md["profile"], md["seed"], md["processes"], md["values"], md["warmups"],
             md["min_time"], md["isolation"]) == ("fast", 0, 2, 2, 0, 0.001, "fork")
     assert md["hostname"] and md["date"] and md["cpu_model_name"]
+    # kscperf itself: its version, and the digest of the code that ran (the version alone
+    # is the same for every commit)
+    assert md["kscperf_version"] == kscperf.__version__
+    assert md["kscperf_source"] == kscperf_source()
     # the pyperf side carries the build metadata too
     suite = pyperf.BenchmarkSuite.load(str(fork_run["out"]))
     bench_md = suite.get_benchmark("toy/pt/fwd/8").get_metadata()

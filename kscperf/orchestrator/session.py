@@ -23,24 +23,24 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from kscperf import __version__
-from kscperf.plan import definitions
-from kscperf.results import fileio
-from kscperf.plan import cells as plan
-from kscperf.results import files as results
 from kscperf.orchestrator import schedule
-from kscperf.results.envinfo import cuda_driver_present, git_info, library_versions, machine_info, \
-    now_iso
+from kscperf.plan import definitions
+from kscperf.plan import cells as plan
+from kscperf.results import fileio
+from kscperf.results import files as results
+from kscperf.results.envinfo import (cuda_driver_present, git_info, kscperf_source,
+                                     library_versions, machine_info, now_iso)
 from kscperf.errors import BAD_STATUSES, KscperfError
+from kscperf.names import EAGER_TOOLS, split_device
 from kscperf.orchestrator.heartbeat import OnRunning
 from kscperf.orchestrator.launch import Launcher, make_launcher
-from kscperf.results.metadata import PER_RUN_KEYS
-from kscperf.paths import RESULTS_DIR
 from kscperf.orchestrator.resolve import DEFAULT_BUDGET_S, OnLook, Resolver
-from kscperf.spec import PROFILES, CellResult, TimingProfile, WorkerSettings
-from kscperf.names import EAGER_TOOLS, split_device
-from kscperf.plan.plugins import plugin_tool_names
-from kscperf.stats.core import DEFAULT_MIN_EFFECT
 from kscperf.orchestrator.workerenv import is_this_python, resolve_python
+from kscperf.paths import RESULTS_DIR
+from kscperf.plan.plugins import plugin_tool_names
+from kscperf.results.metadata import PER_RUN_KEYS
+from kscperf.spec import PROFILES, CellResult, TimingProfile, WorkerSettings
+from kscperf.stats.core import DEFAULT_MIN_EFFECT
 
 __all__ = ["RunConfig", "Build", "Selection", "Session", "SessionResult", "select_cells",
            "prepare_session", "shipped_bench_defs", "OnProgress"]
@@ -391,7 +391,8 @@ def _default_label(metadata: dict[str, Any]) -> str:
 
 def _shared_metadata(config: RunConfig, selection: Selection, profile_name: str,
                      profile: TimingProfile) -> dict[str, Any]:
-    md: dict[str, Any] = {"date": now_iso(), "kscperf_version": __version__}
+    md: dict[str, Any] = {"date": now_iso(), "kscperf_version": __version__,
+                          "kscperf_source": kscperf_source()}
     md.update(git_info(os.getcwd()))
     md.update(machine_info())
     md.update(library_versions())

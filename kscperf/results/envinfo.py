@@ -8,6 +8,7 @@ CUDA unless the cell runs on CUDA.
 from __future__ import annotations
 
 import datetime
+import hashlib
 import importlib.metadata
 import os
 import platform
@@ -18,8 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["machine_info", "library_versions", "git_info", "cuda_driver_present",
-           "now_iso"]
+__all__ = ["machine_info", "library_versions", "git_info", "kscperf_source",
+           "cuda_driver_present", "now_iso"]
 
 
 def now_iso(timespec: str = "seconds") -> str:
@@ -91,6 +92,18 @@ def library_versions() -> dict[str, str]:
             continue
         versions[key] = _torch_version(dist) if name == "torch" else dist.version
     return versions
+
+
+def kscperf_source() -> str:
+    """A digest of this kscperf's own modules (`sha256:` and 16 hex digits), the same for
+    every copy of one source and different after any edit: its version alone is the same for
+    every commit. A history marks a change of it as an environment event."""
+    package = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return "sha256:" + digest.hexdigest()[:16]
 
 
 def cuda_driver_present() -> bool:

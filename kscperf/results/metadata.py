@@ -89,8 +89,11 @@ SHARD_ONLY_KEYS = ("shard", "shard_expected_s")
 # series is an environment event, never a regression of the build. The whole software stack,
 # the machine class and the whole profile (unlike compare, a series spans months, so a
 # changed min_time is worth an event), and how workers start and find their caches. The host
-# is not among them: another machine class is another series.
-ENVIRONMENT_KEYS = SOFTWARE + MACHINE_CLASS + PROFILE + ("compile_cache", "isolation")
+# is not among them: another machine class is another series. kscperf itself too, by its
+# version and a digest of its code (the version is the same for every commit): a new
+# harness may time differently, and that is never the build's doing.
+ENVIRONMENT_KEYS = (SOFTWARE + MACHINE_CLASS + PROFILE + ("compile_cache", "isolation")
+                    + ("kscperf_version", "kscperf_source"))
 
 # The report's environment table lists these first, in this order (what the build is, where
 # and on what it ran, how it was timed); any other key follows alphabetically.
