@@ -146,7 +146,7 @@ def test_plugin_names_are_found_without_importing_them(tmp_path: Path) -> None:
     import sys
 
     site = make_entry_point_dist(tmp_path / "site")
-    code = ("import sys; from kscperf import plugins; "
+    code = ("import sys; from kscperf.plan import plugins; "
             "names = plugins.plugin_tool_names(('mine=plugins:correct',)); "
             "assert names['ep_cotangent'] == 'plugins:ignores_cotangent', names; "
             "assert names['mine'] == 'plugins:correct'; "
