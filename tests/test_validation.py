@@ -300,3 +300,24 @@ def test_validation_modules_are_documented_and_annotated(path: Path) -> None:
     for fn in (n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
         assert fn.name.startswith("_") or ast.get_docstring(fn), \
             f"{path.name}:{fn.lineno} {fn.name} is public and has no docstring"
+
+
+def test_the_concurrency_summary_counts_landed_failed_and_unlisted() -> None:
+    from validation.concurrency import TrialOutcome, summarize_trials
+    outcomes = [TrialOutcome(9, 9, (), ()),
+                TrialOutcome(9, 7, ("run-benchmarks: disk I/O error",) * 2, ("b3-x.json",))]
+    assert summarize_trials(outcomes, 3.0).splitlines() == [
+        "builds landed: 16 of 18; failed adds: 2; files the index does not list: 1; "
+        "1.50 s a trial",
+        "  2x run-benchmarks: disk I/O error"]
+
+
+@pytest.mark.integration
+def test_a_concurrency_trial_lands_every_build_in_a_new_store(tmp_path: Path) -> None:
+    from validation.concurrency import store_trial, write_builds
+    files = write_builds(tmp_path, 3)
+    outcome = store_trial(files, str(tmp_path / "store"))
+    assert (outcome.given, outcome.landed, outcome.failures, outcome.unlisted) == (3, 3, (), ())
+    again = store_trial(files, str(tmp_path / "store"))  # all three refused: already there
+    assert again.landed == 3 and len(again.failures) == 3
+    assert all("already in the store" in line for line in again.failures), again.failures

@@ -8,6 +8,7 @@ import os
 import sys
 
 from validation.common import ROOT
+from validation.concurrency import section_concurrency
 from validation.dashboard_detection import section_detection
 from validation.detection import NOISE_MODELS
 from validation.links import section_links
@@ -15,7 +16,7 @@ from validation.otava import section_tigerbeetle
 from validation.scale import section_scale
 
 SECTIONS = {"detection": section_detection, "tigerbeetle": section_tigerbeetle,
-            "scale": section_scale, "links": section_links}
+            "scale": section_scale, "links": section_links, "concurrency": section_concurrency}
 
 
 def build_parser(doc: str | None) -> argparse.ArgumentParser:
@@ -51,6 +52,10 @@ def build_parser(doc: str | None) -> argparse.ArgumentParser:
     parser.add_argument("--link-noise-scale", type=float, default=1.0,
                         help="links: scale the recorded log ratios (1: as recorded), to see "
                              "how detection depends on the machine's noise")
+    parser.add_argument("--concurrency-trials", type=int, default=20,
+                        help="concurrency: trials, each into a new store (default 20)")
+    parser.add_argument("--concurrent-adds", type=int, default=9,
+                        help="concurrency: history add commands started at once (default 9)")
     return parser
 
 
