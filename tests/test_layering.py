@@ -247,3 +247,16 @@ def test_the_package_never_imports_the_validation_logic_or_the_tests() -> None:
                                                                 "synthetic", "runner_testing"))
                  for p in PACKAGE.rglob("*.py")}
     assert not {k: v for k, v in offending.items() if v}
+
+
+@pytest.mark.integration
+def test_the_command_line_starts_without_the_history_store() -> None:
+    # `list` lays out compile panels, whose view imports one submodule of the history
+    # (compilehistory); the package's re-exports must not bring the store, its links and the
+    # change policy with it (about 20 ms of every command's start-up).
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "kscperf", "list",
+                           str(FIXTURES / "defs" / "toy.py")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()}
+    assert "kscperf.history.compilehistory" in imported
+    assert not imported & {"kscperf.history.store", "kscperf.history.changes"}
