@@ -5,7 +5,7 @@ Counts (graph breaks, recompiles, graphs) are exact, so a series of them needs n
 statistics: the newest build of a machine class opens a regression when it counts more than
 the build before it, and the change names the new breaks. Phase seconds are kept as series
 (one median over processes per build) for the dashboard. Reads results files only through
-`results.load_results`; writes nothing.
+`results.files.load_results`; writes nothing.
 """
 
 from __future__ import annotations

@@ -195,7 +195,8 @@ def base_build_id(db: sqlite3.Connection, root: str, folder: AbFolder, new_label
         raise KscperfError(
             f"{folder.path} links build {new_label!r} to its base {label!r}, which the store "
             f"{root} does not hold for machine class {machine_class!r}; add the base build "
-            f"first, or add the new build's file alone ({folder.new_path}).")
+            "first (if another job is adding it now, add this folder again once that add is "
+            f"done), or add the new build's file alone ({folder.new_path}).")
     return int(row[0])
 
 

@@ -11,7 +11,7 @@
 The results files stay the source of truth: `rebuild_index` recreates the index from them
 alone, and an incremental `add_builds` leaves exactly the index a rebuild would make. This
 module is the only writer of a store; it reads results files only through
-`results.load_results`.
+`results.files.load_results`.
 
 Builds are kept in order per machine class: by the committer date of the code under test
 (`git_commit_date`, recorded by `run-benchmarks`) when the file carries one, else by the

@@ -3,7 +3,7 @@
 Shards are one measurement cut in pieces across identical machines: the merge refuses files
 that are not (other builds, machine classes, torch builds, profiles or plans, overlapping or
 missing shards) before anything is written, and writes the union of their worker results
-through `results.write_results`. What the shards must share is `metadata.MERGE_KEYS`.
+through `results.files.write_results`. What the shards must share is `metadata.MERGE_KEYS`.
 """
 
 from __future__ import annotations
