@@ -32,8 +32,9 @@ __all__ = [
 ]
 
 # The bytes of `ab`'s turn-taking FIFOs: the turn itself, and the orchestrator's word that
-# the partner's process has ended (kscperf.orchestrator.lockstep writes them,
-# kscperf.worker.turns reads them).
+# the partner's process has ended. The orchestrator (kscperf.orchestrator.lockstep) writes
+# both; the workers (kscperf.worker.turns) pass TURN to each other and read anything else as
+# the partner's end.
 TURN = b"t"
 PARTNER_ENDED = b"e"
 

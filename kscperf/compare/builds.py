@@ -1,5 +1,5 @@
-"""Results as data for people: the per-build summary (tool against `pt`) and the
-build-over-build comparison, with verdicts. Uses `stats`; produces no strings for humans
+"""Results as data for people: the build-over-build comparison, with verdicts (the per-build
+summary is `results.samples.summarize_build`). Uses `stats.core`; produces no strings for humans
 (error messages aside).
 
 A comparison has one row per benchmark and kind:

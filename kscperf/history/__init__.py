@@ -2,9 +2,10 @@
 benchmark and kind (`series`), and the changes found over them (`changes`). See
 docs/dashboard.md. The names most callers need are re-exported here, on first use.
 
-Also the lockstep links (`links`), kill safety of adds (`journal`), the front page's numbers
-(`summary`) and compile panels over builds (`compilehistory`). May import: the vocabulary,
-`kscperf.stats`, `kscperf.results` and `kscperf.compare`. Renders nothing.
+Also the store's folder and lock (`folder`), the lockstep links (`links`), kill safety of
+adds (`journal`), the front page's numbers (`summary`) and compile panels over builds
+(`compilehistory`). May import: the vocabulary, `kscperf.stats`, `kscperf.results` and
+`kscperf.compare`. Renders nothing.
 """
 
 from __future__ import annotations

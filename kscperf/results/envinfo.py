@@ -1,8 +1,7 @@
-"""Machine, library and device metadata.
-
-`machine_info()` and `library_versions()` never import torch (the orchestrator uses them);
-`torch_info()` runs in the worker, where torch is already imported, and never initialises
-CUDA unless the cell runs on CUDA.
+"""Machine, library, git and kscperf metadata, without torch: `machine_info()`,
+`library_versions()`, `git_info()` and `kscperf_source()` (a digest of kscperf's own code),
+for the orchestrator's build metadata and the workers' cell metadata. Torch's own facts are
+the worker's (`kscperf.worker.torchinfo`).
 """
 
 from __future__ import annotations

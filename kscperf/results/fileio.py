@@ -1,6 +1,6 @@
 """Writing files safely: the check before measuring that a path can be written, and atomic
 writes (temporary file, fsync unless the file is scratch, rename). Used by the worker,
-results, the store and the renderers alike; imports nothing else of kscperf but errors.
+`results.files`, the store and the renderers alike; imports nothing else of kscperf but errors.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Change points over the history of one benchmark series: pure statistics beside `stats`.
+"""Change points over the history of one benchmark series: pure statistics beside `stats.core`.
 
 A series is one benchmark and kind on one machine class, one `BuildPoint` per build in build
 order. `detect_series` finds, in one series, the candidate steps of its level (with the
@@ -7,7 +7,7 @@ p-values of the test `compare` uses) and the environment and status events;
 store. The method, its choices and its measured accuracy: docs/changepoints.md.
 
 No I/O, no formatting, no torch. numpy is imported inside the functions that need it, like
-`stats` does, so importing this module stays cheap for the CLI.
+`stats.core` does, so importing this module stays cheap for the CLI.
 """
 
 from __future__ import annotations

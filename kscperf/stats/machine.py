@@ -2,7 +2,7 @@
 figure per run with its spread, the processes that ran while the machine was in another
 state, and whether two runs' machines differed by more than their own noise allows.
 
-Pure statistics over loaded worker results, beside `stats` (whose tests it uses): no I/O,
+Pure statistics over loaded worker results, beside `stats.core` (whose tests it uses): no I/O,
 no formatting, no torch. Why these rules and what they were measured against:
 docs/method.md, "Machine speed".
 """

@@ -1,5 +1,5 @@
 """The levels and the noise of one benchmark series, and the smallest step it can show: pure
-statistics beside `stats`, under `changepoints`.
+statistics beside `stats.core`, under `changepoints`.
 
 A series is one `BuildPoint` per build in build order. Each build's level is the median of
 its per-process medians, leaving out the processes that the machine-speed canary marked as

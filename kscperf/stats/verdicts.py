@@ -3,7 +3,7 @@ regression that `compare` and the history share.
 
 A verdict decided by statuses alone (`status_verdict`) comes first; where both builds
 timed the benchmark correctly, the timings decide (`compare`, `kscperf.stats.changepoints`).
-Imports only `errors` and `stats` (for `Direction`).
+Imports only `errors` and `stats.core` (for `Direction`).
 """
 
 from __future__ import annotations
