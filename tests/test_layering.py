@@ -169,9 +169,7 @@ def stage_table(text: str) -> tuple[dict[str, str], dict[str, set[str]]]:
 def stage_of(module: str, places: dict[str, str]) -> str | None:
     """The stage of a dotted module name by the table's places, None when none holds it."""
     parts = module.split(".")
-    if len(parts) > 2 and f"kscperf/{parts[1]}/" in places:
-        return places[f"kscperf/{parts[1]}/"]
-    if len(parts) == 2 and f"kscperf/{parts[1]}/" in places:  # a stage's own __init__
+    if len(parts) >= 2 and f"kscperf/{parts[1]}/" in places:  # in a stage folder, or its own
         return places[f"kscperf/{parts[1]}/"]
     name = "__init__" if len(parts) == 1 else parts[1]
     return places.get(f"kscperf/{name}.py")
@@ -280,3 +278,11 @@ def test_the_command_line_starts_without_the_history_store() -> None:
     imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()}
     assert "kscperf.history.compilehistory" in imported
     assert not imported & {"kscperf.history.store", "kscperf.history.changes"}
+
+
+def test_every_name_the_history_package_re_exports_resolves() -> None:
+    from kscperf import history
+    missing = [name for name in history.__all__ if not hasattr(history, name)]
+    assert missing == [] and len(history.__all__) >= 20
+    with pytest.raises(AttributeError):
+        getattr(history, "no_such_name")

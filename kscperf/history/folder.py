@@ -47,32 +47,38 @@ class StoreLock:
         while True:
             if self._fd is None and not self._open():
                 return
-            assert self._fd is not None
-            try:
-                fcntl.flock(self._fd, mode | fcntl.LOCK_NB)
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise KscperfError(
-                        f"the store {os.path.dirname(self._path)} is held by another "
-                        f"process for more than {LOCK_TIMEOUT_S:.0f} s (its index is being "
-                        "rebuilt, or read while a rebuild waits); try again when it is "
-                        "done.") from None
-                time.sleep(0.02)
-                continue
-            if self._still_named():
+            if self._try(mode):
                 return
-            self.release()  # the file was removed and made anew while we waited for it
+            if self._fd is None:
+                continue  # the file was removed and made anew while we waited for it
+            if time.monotonic() > deadline:
+                raise KscperfError(
+                    f"the store {os.path.dirname(self._path)} is held by another process "
+                    f"for more than {LOCK_TIMEOUT_S:.0f} s (its index is being rebuilt, or "
+                    "read while a rebuild waits); try again when it is done.")
+            time.sleep(0.02)
 
     def try_exclusive(self) -> bool:
         """Take the lock exclusive if no other process holds it; False otherwise."""
         if self._fd is None and not self._open():
             return False
+        return self._try(fcntl.LOCK_EX)
+
+    def _try(self, mode: int) -> bool:
+        """One attempt at `mode` without waiting: True when held; False when another
+        process holds the lock, or when the file was replaced meanwhile (then let go)."""
         assert self._fd is not None
         try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(self._fd, mode | fcntl.LOCK_NB)
         except BlockingIOError:
             return False
-        return self._still_named()
+        try:
+            if os.stat(self._path).st_ino == os.fstat(self._fd).st_ino:
+                return True
+        except FileNotFoundError:
+            pass
+        self.release()
+        return False
 
     def release(self) -> None:
         """Let go of the lock (closing the file releases it)."""
@@ -86,13 +92,6 @@ class StoreLock:
         except OSError:
             return False  # a read-only store: nothing here can replace its index
         return True
-
-    def _still_named(self) -> bool:
-        assert self._fd is not None
-        try:
-            return os.stat(self._path).st_ino == os.fstat(self._fd).st_ino
-        except FileNotFoundError:
-            return False
 
 
 def make_store_folder(root: str) -> None:
@@ -117,8 +116,8 @@ def remove_empty_store(root: str) -> None:
     builds_dir = os.path.join(root, BUILDS_DIR)
     links_dir = os.path.join(root, LINKS_DIR)
     lock = StoreLock(root)
-    if os.path.isdir(root) and not lock.try_exclusive():
-        return  # another process has it open: it may be about to add the first build
+    if not lock.try_exclusive():
+        return  # another process has it open (it may be about to add the first build)
     try:
         if os.listdir(builds_dir) or (os.path.isdir(links_dir) and os.listdir(links_dir)):
             return

@@ -454,8 +454,6 @@ def _remove_quietly(path: str) -> None:
         pass
 
 
-
-
 def _connect(index: str) -> sqlite3.Connection:
     db = sqlite3.connect(index, isolation_level="DEFERRED", timeout=LOCK_TIMEOUT_S)
     db.execute("PRAGMA foreign_keys = ON")
@@ -486,9 +484,9 @@ def open_store(root: str, *, create: bool = False) -> HistoryStore:
     lock = StoreLock(root)
     try:
         lock.take(fcntl.LOCK_SH)
-        if not os.path.exists(index) or _schema_version(index) != _SCHEMA_VERSION:
+        if not _is_current(index):
             lock.take(fcntl.LOCK_EX)
-            if not os.path.exists(index) or _schema_version(index) != _SCHEMA_VERSION:
+            if not _is_current(index):  # unless another process made it while we waited
                 return _rebuild_holding(root, lock)
             lock.take(fcntl.LOCK_SH)
         db = _connect(index)
@@ -506,6 +504,11 @@ def _finish_pending(db: sqlite3.Connection, root: str) -> None:
         journal.finish(db, root)
     except (OSError, sqlite3.Error):
         pass
+
+
+def _is_current(index: str) -> bool:
+    """Whether the index exists and is of this version's schema."""
+    return os.path.exists(index) and _schema_version(index) == _SCHEMA_VERSION
 
 
 def _schema_version(index: str) -> int | None:
@@ -539,7 +542,7 @@ def _rebuild_holding(root: str, lock: StoreLock) -> HistoryStore:
     """`rebuild_index` for a caller that holds `lock` exclusive; the store returned holds it
     shared."""
     index = os.path.join(root, INDEX_NAME)
-    if os.path.exists(index) and _schema_version(index) == _SCHEMA_VERSION:
+    if _is_current(index):
         old = _connect(index)
         _finish_pending(old, root)  # a copy an add committed but had not named yet
         old.close()
