@@ -49,8 +49,8 @@ def store_trial(files: list[str], store: str) -> TrialOutcome:
     procs = [subprocess.Popen([sys.executable, "-m", "kscperf", "history", "add", path,
                                "--store", store], stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, text=True) for path in files]
-    failures = tuple(err.strip() for p in procs for _, err in [p.communicate()]
-                     if p.returncode != 0)
+    errors = [p.communicate()[1] for p in procs]
+    failures = tuple(err.strip() for p, err in zip(procs, errors) if p.returncode != 0)
     with history.open_store(store) as opened:
         listed = {os.path.basename(b.file) for b in opened.builds()}
     present = set(os.listdir(os.path.join(store, history.BUILDS_DIR)))
