@@ -63,6 +63,12 @@ class Kind(enum.StrEnum):
         """Whether its values are times, which a change of the machine's speed moves."""
         return self.unit == "second"
 
+    @property
+    def is_single_shot(self) -> bool:
+        """Whether a process measures it once (compile, prep, memory), not value by value:
+        its processes share one night's state, so their spread says little of the next."""
+        return self is not Kind.TIME
+
     def title(self) -> str:
         """Its name for people: "run time", "peak RSS"... (not `str.title`: a kind is
         shown by this name, never title-cased)."""

@@ -62,7 +62,10 @@ def make_runs(*, seed: int, models: tuple[str, ...] = MODELS, tools: tuple[str, 
               compile_s: float | None = 2.0, rss_bytes: int = 400 * 2**20,
               numel: bool = True,
               machine: Callable[[str, str, str, int], float] = lambda *k: 1.0,
-              canary: bool = True) -> list[CellResult]:
+              canary: bool = True,
+              prep_s: Callable[[str, str, str, int], float] = lambda *k: 1e-3,
+              zygote: Callable[[str, str, str, int], str | None] = lambda *k: None
+              ) -> list[CellResult]:
     """One `CellResult` per model x tool x task x process, seeded by `seed`.
 
     `machine(model, tool, task, process)` is how much slower the machine was while that
@@ -71,7 +74,9 @@ def make_runs(*, seed: int, models: tuple[str, ...] = MODELS, tools: tuple[str, 
 
     `status(model, tool, task, config)` gives a config's outcome (an incorrect config keeps
     its values, a failed one has none); `cell_status(model, tool, task)`, when not None,
-    makes the whole cell end before its configs with that status.
+    makes the whole cell end before its configs with that status. `prep_s(model, tool,
+    task, process)` is a process's prep time before its noise (2 %); `zygote(...)`, when not
+    None, names the zygote the process was forked from, as workers record it.
     """
     rng = random.Random(seed)
     runs: list[CellResult] = []
@@ -103,7 +108,8 @@ def make_runs(*, seed: int, models: tuple[str, ...] = MODELS, tools: tuple[str, 
                             reason="" if st == CellStatus.OK else f"{st.value} on purpose",
                             phase="" if st == CellStatus.OK else "check",
                             values=vals, loops=16 if timed else 0,
-                            prep_s=1e-3 * math.exp(rng.gauss(0.0, 0.02)),
+                            prep_s=prep_s(model, tool, task, process)
+                            * math.exp(rng.gauss(0.0, 0.02)),
                             check=check if timed else None,
                             peak_rss_bytes=rss_bytes + int(config) * 8 if config.isdigit()
                             else rss_bytes,
@@ -119,7 +125,9 @@ def make_runs(*, seed: int, models: tuple[str, ...] = MODELS, tools: tuple[str, 
                         configs=tuple(configs_out),
                         metadata={"hostname": "perf1", "cpu_model_name": "Synthetic CPU 9000",
                                   "cpu_count": 16, "platform": "Linux-6.1-x86_64",
-                                  "python_version": "3.11.7"},
+                                  "python_version": "3.11.7",
+                                  **({"zygote": zygote(model, tool, task, process)}
+                                     if zygote(model, tool, task, process) else {})},
                         canary=probes))
     return runs
 

@@ -440,3 +440,33 @@ def test_lockstep_files_are_compared_pair_by_pair(tmp_path: Path) -> None:
     unpaired = compare_builds(base, new, force=True)
     assert {r.method for r in unpaired.rows if r.kind == "time"} == {"processes"}
     assert not _verdicts(unpaired, Verdict.SLOWER, Verdict.FASTER)
+
+
+def _prep_rows(tmp_path: Path, zygote: Any) -> list[Any]:
+    """The prep rows of two builds whose prep is 1.3x slower in NEW, tight within each run
+    (2 % process noise), with `zygote(side)(model, tool, task, process)` naming each
+    process's zygote."""
+    small: dict[str, Any] = dict(models=("vrelu3",), tools=("pt",), tasks=("fwd",),
+                                 configs=("1024",), processes=4)
+    base = synthetic.write_build(str(tmp_path / "base.json"), "base", seed=1,
+                                 zygote=zygote("base"), **small)
+    new = synthetic.write_build(str(tmp_path / "new.json"), "new", seed=2,
+                                prep_s=lambda *k: 1.3e-3, zygote=zygote("new"), **small)
+    comparison = compare_builds(load_results(base), load_results(new))
+    return [r for r in comparison.rows if r.kind == "prep"]
+
+
+def test_a_single_shot_kind_takes_the_zygote_as_its_unit(tmp_path: Path) -> None:
+    # One zygote a side: every process shares its offset, so one run against one cannot
+    # tell a changed build from a zygote's layout; the row says same, inconclusive.
+    (row,) = _prep_rows(tmp_path, lambda side: lambda m, t, k, p: f"{side}-zygote")
+    assert (row.verdict, row.method, row.n_base, row.n_new) == (Verdict.SAME, "values", 1, 1)
+    assert row.inconclusive and row.p_value == 1.0
+    assert math.isclose(row.new_value / row.base_value, row.ratio, rel_tol=1e-12)
+    # A zygote per process (spawned workers, fresh zygotes every round): four units a side.
+    (row,) = _prep_rows(tmp_path, lambda side: lambda m, t, k, p: f"{side}-{p}")
+    assert (row.verdict, row.method, row.n_base) == (Verdict.SLOWER, "processes", 4)
+    assert math.isclose(row.new_value / row.base_value, row.ratio, rel_tol=1e-12)
+    # A file that does not say (before 2026-12-02): its processes, as before.
+    (row,) = _prep_rows(tmp_path, lambda side: lambda *k: None)
+    assert (row.verdict, row.method) == (Verdict.SLOWER, "processes")

@@ -17,6 +17,7 @@ import pytest
 
 import synthetic
 from kscperf import api, history
+from kscperf.stats import core as stats
 from kscperf.compare.builds import compare_builds
 from kscperf.names import Kind, benchmark_name, compile_name
 from kscperf.results.files import load_results
@@ -86,9 +87,12 @@ def test_the_same_build_shows_the_same_number_everywhere(tmp_path: Path) -> None
     rows = build_report_view([base, new]).models[0].rows
     row = next(r for r in rows if r.tool == "compiled" and r.config == "16384")
     assert (row.time, row.speedup) == (time_text, speedup_text)
-    # compare.
+    # compare shows the levels its test compares, whose ratio is the ratio it shows
+    # (docs/method.md, "One statistic"): the geometric mean of the process medians.
     compared = compare_builds(base, new).row(NAME)
-    assert compared is not None and compared.new_median == central
+    assert compared is not None and compared.method == "processes"
+    assert compared.new_value == stats.process_level(record.benchmarks[NAME].runs)
+    assert math.isclose(compared.new_value / compared.base_value, compared.ratio, rel_tol=1e-12)
     # The dashboard, from a store of both builds.
     series, pages = _stored(tmp_path, files)
     assert series.points[-1].median == central and series.points[-1].speedup == speedup

@@ -49,14 +49,27 @@ def test_a_known_20_percent_shift_is_estimated_and_significant() -> None:
     assert est.p_value < 0.01
 
 
-def test_ratio_is_the_ratio_of_pooled_medians() -> None:
+def test_the_ratio_is_the_one_the_process_test_is_about() -> None:
+    # With MIN_PROCESSES a side: the ratio of the geometric means of the process medians,
+    # the estimate of the Welch test on their logs, not the ratio of pooled medians beside it.
     rng = random.Random(2)
     base, new = _runs(rng), _runs(rng, scale=0.7)
     est = stats.compare_samples(base, new)
+    lb = [math.log(m) for m in stats.process_medians(base)]
+    ln = [math.log(m) for m in stats.process_medians(new)]
+    assert est.ratio == pytest.approx(math.exp(sum(ln) / 3 - sum(lb) / 3), rel=1e-12)
+    assert est.ratio == pytest.approx(stats.process_level(new) / stats.process_level(base),
+                                      rel=1e-12)
     pooled_b = [v for r in base for v in r]
     pooled_n = [v for r in new for v in r]
-    assert est.ratio == pytest.approx(stats.median(pooled_n) / stats.median(pooled_b))
-    assert est.ratio == stats.ratio_of_medians(pooled_b, pooled_n)
+    assert est.ratio != pytest.approx(stats.median(pooled_n) / stats.median(pooled_b), rel=1e-4)
+    # The interval is the test's: it excludes 1 exactly when p < 0.05.
+    assert (est.high < 1.0 or est.low > 1.0) == (est.p_value < 0.05)
+    # With fewer processes the values are pooled, and the ratio is that of pooled medians.
+    few = stats.compare_samples(base[:2], new[:2])
+    assert few.method == "values"
+    assert few.ratio == stats.ratio_of_medians([v for r in base[:2] for v in r],
+                                               [v for r in new[:2] for v in r])
 
 
 def test_process_test_uses_welch_on_log_process_medians() -> None:

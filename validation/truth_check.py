@@ -10,6 +10,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from validation.aa import aa
 from validation.agreement import agreement
 from validation.lockstep_history import LOCKSTEP_PROFILE, lockstep_history
 from validation.machine import covariate, machine
@@ -54,6 +55,13 @@ def build_parser(doc: str | None) -> argparse.ArgumentParser:
                         help="processes per build and cell of the lockstep history")
     parser.add_argument("--lockstep-values", type=int, default=LOCKSTEP_PROFILE["values"])
     parser.add_argument("--lockstep-min-time", type=float, default=LOCKSTEP_PROFILE["min_time"])
+    parser.add_argument("--aa", metavar="DIR",
+                        help="also record (or reuse) and score the A/A runs under DIR")
+    parser.add_argument("--aa-pairs", type=int, default=20)
+    parser.add_argument("--aa-ab-runs", type=int, default=20)
+    parser.add_argument("--lockstep-plain", action="store_true",
+                        help="the lockstep history's plain nights: 12 builds, a plain ab at "
+                             "the default profile each night, +10 %% at a night from 4 to 10")
     return parser
 
 
@@ -110,6 +118,8 @@ def _run_sections(tmp: str, skip: set[str], args: argparse.Namespace) -> None:
         machine(tmp, args.trials, args.machine_load)
     if "covariate" not in skip:
         covariate(tmp)
+    if args.aa:
+        aa(Path(args.aa).resolve(), args.aa_pairs, args.aa_ab_runs)
     if args.lockstep_history:
         lockstep_history(Path(args.lockstep_history).resolve(), args.repetitions,
-                         args.lockstep_processes, args.first_repetition)
+                         args.lockstep_processes, args.first_repetition, args.lockstep_plain)

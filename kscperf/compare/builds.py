@@ -29,6 +29,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from kscperf.compare import units
 from kscperf.compare.compilestats import CompileChange, compare_panels
 from kscperf.errors import CellStatus, KscperfError
 from kscperf.names import BenchmarkName, Kind, benchmark_name
@@ -133,8 +134,9 @@ class ComparisonRow:
     base_status: CellStatus | None
     new_status: CellStatus | None
     reason: str
-    base_median: float
-    new_median: float
+    # The two values shown, whose ratio is `ratio` (`units.shown_values`).
+    base_value: float
+    new_value: float
     ratio: float
     ratio_low: float
     ratio_high: float
@@ -304,6 +306,10 @@ class _Compared:
     # The estimate over the processes that ran in their run's usual machine state, where
     # either side had one in another state; None otherwise.
     usual_estimate: stats.RatioEstimate | None = None
+    # The values the estimate tested, one inner sequence per unit (process or zygote), for
+    # the values shown (`units.shown_values`).
+    base_tested: tuple[tuple[float, ...], ...] = ()
+    new_tested: tuple[tuple[float, ...], ...] = ()
 
 
 def _usual_estimate(base: BenchmarkSamples | None, new: BenchmarkSamples | None,
@@ -326,18 +332,24 @@ def _compare_pair(base: BenchmarkSamples | None, new: BenchmarkSamples | None, a
         if present.kind is Kind.TIME else None
     paired = _process_pairs(base, new) if lockstep else []
     usual = None
-    if paired and until_resolved:
+    base_units, new_units = units.zygote_units(base), units.zygote_units(new)
+    tested = (base.runs if base else (), new.runs if new else ())
+    if base_units is not None and new_units is not None:
+        # Fewer than MIN_PROCESSES zygotes a side fall to the pooled test of one value per
+        # zygote, which one zygote against one cannot pass: no verdict from one run each.
+        tested = (base_units, new_units)
+        estimate = stats.compare_samples(base_units, new_units, alpha=alpha)
+    elif paired and until_resolved:
         # The run looked after every pair: only the confidence sequence keeps its promise.
         estimate = sequential.compare_sequential_pairs(paired, alpha=alpha)
     elif len(paired) >= 2:
         estimate = stats.compare_paired_samples(paired, alpha=alpha)
     else:
-        estimate = stats.compare_samples(base.runs if base else [], new.runs if new else [],
-                                         alpha=alpha)
+        estimate = stats.compare_samples(*tested, alpha=alpha)
         usual = _usual_estimate(base, new, alpha)
     mde = (sequential.detectable_effect(estimate) if estimate.method == sequential.METHOD
            else stats.min_detectable_effect(estimate.se_log, estimate.df, alpha=alpha))
-    return _Compared(base, new, present, by_status, estimate, mde, usual)
+    return _Compared(base, new, present, by_status, estimate, mde, usual, *tested)
 
 
 def _q_values(compared: list[_Compared]) -> list[float]:
@@ -350,10 +362,6 @@ def _q_values(compared: list[_Compared]) -> list[float]:
         for i, q in zip(indices, adjusted):
             q_values[i] = q
     return q_values
-
-
-def _median_of(entry: BenchmarkSamples | None) -> float:
-    return entry.central if entry is not None else math.nan
 
 
 def _band(low: float, high: float, min_effect: float) -> Direction:
@@ -424,6 +432,7 @@ def _row(c: _Compared, q: float, min_effect: float, alpha: float,
                                         min_effect=min_effect, alpha=alpha)[0].value
     failing = is_failing(_status(c.new))
     reason_side = c.new if failing else c.base
+    shown = units.shown_values(c.estimate, c.base, c.new, c.base_tested, c.new_tested)
     parts = c.present.parts
     return ComparisonRow(
         name=c.present.name, kind=parts.kind, model=parts.model, tool=parts.tool,
@@ -431,7 +440,7 @@ def _row(c: _Compared, q: float, min_effect: float, alpha: float,
         base_status=c.base.status if c.base is not None else None,
         new_status=c.new.status if c.new is not None else None,
         reason=reason_side.reason if reason_side is not None else "",
-        base_median=_median_of(c.base), new_median=_median_of(c.new),
+        base_value=shown[0], new_value=shown[1],
         ratio=est.ratio, ratio_low=est.low, ratio_high=est.high, p_value=est.p_value,
         q_value=q, min_detectable_effect=c.min_detectable_effect, method=est.method,
         n_base=est.n_base, n_new=est.n_new, inconclusive=inconclusive, resolution=resolution)

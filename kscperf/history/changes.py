@@ -1,6 +1,7 @@
 """The change policy over a store: change points per series (`kscperf.stats.changepoints`), the
-false discovery rate across all of them, environment and machine-speed events, and
-`history check`. A change of environment splits a series and is an event of its own; a
+false discovery rate (across all series for the levels, across each night's links for the
+lockstep links), what each night's `ab` said where the history differs, environment and
+machine-speed events, and `history check`. A change of environment splits a series and is an event of its own; a
 change of the machine's speed is an event and withholds only the steps it could explain.
 Nothing here prints or renders.
 """
@@ -13,7 +14,7 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 from kscperf.errors import CellStatus
 from kscperf.stats import core as stats, machine
@@ -24,7 +25,7 @@ from kscperf.names import Kind
 from kscperf.stats.verdicts import REGRESSION_VERDICTS, Direction, status_verdict
 
 __all__ = ["MACHINE_SPEED_DETAIL", "ChangeKind", "HistoryChange", "build_points",
-           "find_changes", "detectable_steps", "too_noisy", "HistoryCheck", "check_newest"]
+           "find_changes", "control_families", "detectable_steps", "too_noisy", "HistoryCheck", "check_newest"]
 
 
 class ChangeKind(enum.StrEnum):
@@ -39,6 +40,8 @@ class ChangeKind(enum.StrEnum):
     # The newest build's processes disagree far more than usual: it opens no step until the
     # next build (`changepoints.detect_series`).
     UNSETTLED = "unsettled"
+    # A change that the night's `ab` called and the history does not list; `detail` says why.
+    AB_ONLY = "ab-only"
 
 # The detail of the environment event between consecutive builds whose canaries say the
 # machine changed speed (`machine.ShiftState` CHANGED, as `compare` decides it), or of a
@@ -62,12 +65,20 @@ class HistoryChange:
     detail: str = ""
     # The smallest step the series could find now (`changepoints.detectable_step`).
     detectable_step: float | None = None
+    # Where a lockstep link decided the pair: what that night's `ab` said of it (its
+    # verdict, q-value and minimum effect), and why the history's verdict differs ("" when
+    # it does not).
+    ab_verdict: str = ""
+    ab_q: float | None = None
+    ab_min_effect: float | None = None
+    differs: str = ""
 
     @property
     def kind(self) -> ChangeKind:
         """`slower`, `faster`, `environment`, `status`, `unsettled` (the newest build's
-        processes disagree, so it opens no step until the next build), or `too-noisy` (the
-        series cannot see a step of the minimum effect; only with
+        processes disagree, so it opens no step until the next build), `ab-only` (the
+        night's `ab` called a change the history does not list, `differs` says why), or
+        `too-noisy` (the series cannot see a step of the minimum effect; only with
         `find_changes(include_blind=True)`)."""
         return ChangeKind(self.change.kind)
 
@@ -162,7 +173,8 @@ def _sight(s: Series, points: Sequence[Any],
 
     linked = class_links.get((str(s.key.kind), s.key.benchmark))
     if linked:
-        return links.link_detectable(list(linked.values()))
+        return links.link_detectable(list(linked.values()), single_shot=s.key.kind is not None
+                                     and Kind(s.key.kind).is_single_shot)
     return changepoints.detectable_step(points)
 
 
@@ -183,9 +195,10 @@ def find_changes(store: HistoryStore, *, min_effect: float = stats.DEFAULT_MIN_E
                  per_series_environment: bool = False,
                  include_blind: bool = False) -> list[HistoryChange]:
     """Every change of every series of the store (or of `series`), with the false discovery
-    rate controlled across all of them; in order: machine class, then the build where it
+    rate controlled (`control_families`); in order: machine class, then the build where it
     happened (newest first), regressions first. Lockstep links decide the pairs of builds
-    they join. An environment change is one entry per machine class and pair of builds
+    they join; where the night's `ab` called a change the history does not list, an
+    `ab-only` entry says why, so that no change `ab` reported disappears silently. An environment change is one entry per machine class and pair of builds
     (kind "*") unless `per_series_environment`. Each entry carries its series'
     `detectable_step`; `include_blind` adds a `too-noisy` entry per series that cannot see
     `min_effect`. The rules (machine speed, links, levels, blind series) are in
@@ -203,21 +216,21 @@ def find_changes(store: HistoryStore, *, min_effect: float = stats.DEFAULT_MIN_E
                         for link in by_build.values()}
     points = [build_points(s, marks) for s in all_series]
     found: dict[int, list[Any]] = {}
-    tests: dict[int, int] = {}
+    judged: dict[int, dict[int, links.LinkTest]] = {}
     for i, s in enumerate(all_series):
-        found[i], covered = links.with_links(
+        found[i], judged[i] = links.with_links(
             s, changepoints.detect_series(points[i], min_effect=min_effect),
             class_links[s.key.machine_class].get((str(s.key.kind), s.key.benchmark), {}),
             min_effect=min_effect)
-        # Each link is a test of its own; the levels of the pairs without one, one more.
-        tests[i] = len(covered) + 1
-    kept = changepoints.control_fdr(found, tests=tests)
+    kept, families = control_families(all_series, found,
+                                      {i: judged[i].keys() for i in judged})
     out: list[HistoryChange] = []
     for i, changes in kept.items():
         s = all_series[i]
         sight = _sight(s, points[i], class_links[s.key.machine_class])
-        out.extend(dataclasses.replace(c, detectable_step=sight) for c in _series_changes(
-            s, changes, shifts[s.key.machine_class], min_effect))
+        listed = _series_changes(s, changes, shifts[s.key.machine_class], min_effect)
+        listed = _with_ab_said(s, listed, judged[i], families, min_effect)
+        out.extend(dataclasses.replace(c, detectable_step=sight) for c in listed)
         if include_blind and s.points and too_noisy(sight, min_effect):
             out.append(_blind_entry(s, sight, min_effect))
     if not per_series_environment:
@@ -226,6 +239,140 @@ def find_changes(store: HistoryStore, *, min_effect: float = stats.DEFAULT_MIN_E
                             c.kind, c.key.benchmark, c.key.kind))
     return out
 
+
+
+# The family of the levels' steps in `control_families`: every series of the store.
+_LEVELS_FAMILY = ("levels",)
+
+
+def _night(s: Series, position: int) -> tuple[str, int]:
+    """The family of the link into `position` of `s`: its night (machine class, new build)."""
+    return (s.key.machine_class, s.points[position].build.id)
+
+
+def _is_link_step(c: Any) -> bool:
+    return bool(c.is_step and c.detail == links.LINK_DETAIL)
+
+
+def control_families(all_series: Sequence[Series], found: dict[int, list[Any]],
+                     linked: dict[int, Iterable[int]]
+                     ) -> tuple[dict[int, list[Any]], dict[tuple[Any, ...], int]]:
+    """The changes of every series (`found[i]` of `all_series[i]`, whose positions
+    `linked[i]` a lockstep link decided) with the steps that survive the false discovery
+    control (`changepoints.control_fdr`), and the number of tests of each family.
+
+    Two kinds of family, so that the multiplicity a night's step pays does not grow with
+    the history: the levels' steps (separate runs, `changepoints.detect_series`) are one
+    family across every series of the store, each series one test, as before links; the
+    steps of lockstep links are one family per night (machine class and new build), each
+    link of that night one test, as the night's `ab` treats its benchmarks.
+    docs/changepoints.md, "One family per night", says why."""
+    families: dict[tuple[Any, ...], dict[tuple[int, int], list[Any]]] = {}
+    tests: dict[tuple[Any, ...], dict[tuple[int, int], int]] = {}
+    for i, changes in found.items():
+        families.setdefault(_LEVELS_FAMILY, {})[(i, -1)] = [
+            c for c in changes if not _is_link_step(c)]
+        tests.setdefault(_LEVELS_FAMILY, {})[(i, -1)] = 1
+        for position in linked[i]:
+            night = _night(all_series[i], position)
+            families.setdefault(night, {})[(i, position)] = [
+                c for c in changes if _is_link_step(c) and c.after == position]
+            tests.setdefault(night, {})[(i, position)] = 1
+    from kscperf.stats import changepoints
+
+    kept: dict[int, list[Any]] = {i: [] for i in found}
+    for family, per_key in families.items():
+        for (i, _), changes in changepoints.control_fdr(per_key, tests=tests[family]).items():
+            kept[i].extend(changes)
+    for i in kept:
+        kept[i].sort(key=lambda c: (c.after, c.kind))
+    return kept, {family: len(t) for family, t in tests.items()}
+
+
+def _with_ab_said(s: Series, listed: list[HistoryChange], judged: dict[int, links.LinkTest],
+                  families: dict[tuple[Any, ...], int], min_effect: float
+                  ) -> list[HistoryChange]:
+    """`listed` (one series' entries) with what each night's `ab` said of its links: every
+    entry at a linked pair carries the night's verdict, and says why where the history
+    differs; a change `ab` called that no entry lists becomes an `ab-only` entry."""
+    from kscperf.stats import changepoints
+
+    out = []
+    for entry in listed:
+        test = judged.get(entry.change.after) if entry.change.before == entry.change.after - 1 \
+            else None
+        if test is None or entry.kind not in (ChangeKind.SLOWER, ChangeKind.FASTER):
+            out.append(entry)
+            continue
+        link = test.link
+        differs = ""
+        if link.ab_verdict != entry.kind.value:
+            differs = (f"ab said {link.ab_verdict or 'nothing'} (q {link.ab_q:.3g}); the "
+                       f"history's test: p {test.estimate.p_value:.3g}"
+                       f"{_effect_note(link, min_effect)}")
+        out.append(dataclasses.replace(entry, ab_verdict=link.ab_verdict, ab_q=link.ab_q,
+                                       ab_min_effect=link.ab_min_effect, differs=differs))
+    shown = {(e.change.after, e.kind.value) for e in out}
+    for position, test in sorted(judged.items()):
+        link = test.link
+        if link.ab_verdict not in (ChangeKind.SLOWER.value, ChangeKind.FASTER.value) or \
+                (position, link.ab_verdict) in shown:
+            continue
+        reason = _why_not_listed(s, test, families[_night(s, position)], min_effect)
+        event = changepoints.Change(ChangeKind.AB_ONLY.value, position - 1, position,
+                                    link.ratio, link.low, link.high, link.p_value, reason,
+                                    q_value=link.ab_q, min_effect=link.ab_min_effect)
+        before, after = s.points[position - 1], s.points[position]
+        out.append(HistoryChange(s.key, event, before.build, after.build, before.status,
+                                 after.status, reason, None, link.ab_verdict, link.ab_q,
+                                 link.ab_min_effect, reason))
+    return out
+
+
+def _effect_note(link: links.Link, min_effect: float) -> str:
+    """Beside a verdict of the night's `ab`: the minimum effect it ran at, where the
+    history's is another."""
+    if math.isclose(link.ab_min_effect, min_effect, rel_tol=1e-9, abs_tol=1e-12):
+        return ""
+    return (f"; ab ran at a minimum effect of {link.ab_min_effect:.3g}, the history at "
+            f"{min_effect:.3g}")
+
+
+def _why_not_listed(s: Series, test: links.LinkTest, night_tests: int,
+                    min_effect: float) -> str:
+    """Why the history lists no step where the night's `ab` called one, in one sentence."""
+    link, est = test.link, test.estimate
+    said = f"ab said {link.ab_verdict} (q {link.ab_q:.3g})"
+    note = _effect_note(link, min_effect)
+    if link.environment:
+        return (f"{said}; the link crosses an environment change ({link.environment}), "
+                f"which the history marks as an environment event, never a step{note}")
+    before, after = s.points[test.position - 1].status, s.points[test.position].status
+    if before != CellStatus.OK or after != CellStatus.OK:
+        return f"{said}; the status changed ({before} -> {after}), a status event{note}"
+    single_shot = s.key.kind is not None and Kind(s.key.kind).is_single_shot
+    scatter = f"its series' scatter of links ({test.scatter:.2%} from {test.scatter_links} links)"
+    held = (f"tested on its {link.n_pairs} pairs, " if not math.isfinite(test.scatter) else
+            f"held to the larger of its {link.n_pairs} pairs' spread and {scatter}, "
+            if single_shot else f"held to {scatter} as well as its {link.n_pairs} pairs, ")
+    if test.transient:
+        return (f"{said}; {held}the history's test gives p {est.p_value:.3g}, but the levels "
+                f"of the builds from it on did not follow it, as a {s.key.kind} step must "
+                f"(a single-shot kind's one-night offset){note}")
+    if single_shot and test.direction != 0 and links.persists(
+            s, test.position, math.log(link.ratio)) is None:
+        return (f"{said}; {held}the history's test gives p {est.p_value:.3g}; a {s.key.kind} "
+                f"step must persist in the levels of the builds from it on, and "
+                f"{links.PERSIST_BUILDS} are needed: the next builds will say{note}")
+    if test.direction == 0:
+        if est.p_value < stats.ALPHA:
+            return (f"{said}; {held}the history's test gives {est.ratio:.3f}x "
+                    f"[{est.low:.3f}x, {est.high:.3f}x], short of the minimum effect "
+                    f"{min_effect:.3g}{note}")
+        return (f"{said}; {held}the history's test gives p {est.p_value:.3g}, not "
+                f"significant{note}")
+    return (f"{said}; {held}the history's test gives p {est.p_value:.3g}, which the false "
+            f"discovery control over the {night_tests} links of its night does not pass{note}")
 
 
 def _series_changes(s: Series, changes: Sequence[Any], shifts: set[tuple[int, int]],
@@ -313,7 +460,7 @@ def _history_change(s: Series, ch: Any, machine_speed: bool = False) -> HistoryC
         parts = [_environment_difference(before.build, after.build)]
         parts += [MACHINE_SPEED_DETAIL] if machine_speed else []
         detail = "; ".join(p for p in parts if p)
-    elif ch.kind == ChangeKind.UNSETTLED:
+    elif ch.kind in (ChangeKind.UNSETTLED, ChangeKind.AB_ONLY):
         detail = ch.detail
     return HistoryChange(s.key, ch, before.build, after.build, before.status, after.status,
                          detail)

@@ -8,20 +8,25 @@ as `compare` computes it for a lockstep pair (paired value by value for run time
 interval, p-value and number of process pairs. A link is rebuilt from those two files
 alone, as levels are.
 
+The index also keeps what that night's `ab` said of each row: its verdict, q-value and
+minimum effect, as `compare` gives them for the two files (`ab_verdict`).
+
 Policy (`link_changes`): where a series has a link between two consecutive builds, the link
-decides that pair: a step by the rule of `changepoints.step_direction` (its p-value then
-enters the false discovery control across all series),
-an environment event when its two sides ran in different environments, and nothing else:
-the machine's speed moved both sides alike. `chained_timeline` multiplies the links along a series into a drift-free
+decides that pair: a step by the rule of `changepoints.step_direction`, tested with the
+link's own pairs and the scatter of its series' links pooled (`tested_estimate`; its p-value
+then enters the false discovery control of its night, `history.changes`), an environment
+event when its two sides ran in different environments, and nothing else: the machine's
+speed moved both sides alike. `chained_timeline` multiplies the links along a series into a drift-free
 timeline whose interval grows along the chain. This module decides nothing about levels;
 `changes.find_changes` combines the two.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
-import statistics
 import os
+import statistics
 import sqlite3
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -37,7 +42,8 @@ from kscperf.stats import core as stats
 __all__ = ["LINKS_DIR", "LINK_DETAIL", "LINKS_SCHEMA", "AbFolder", "LinkRow", "Link",
            "read_ab_folder", "link_rows", "environment_change", "insert_links",
            "base_build_id", "stage_link", "index_stored_links",
-           "class_links", "link_scatter", "link_detectable", "link_changes", "TimelinePoint", "chained_timeline"]
+           "class_links", "link_scatter", "scatter_df", "tested_estimate", "LinkTest",
+           "link_detectable", "link_changes", "TimelinePoint", "chained_timeline"]
 
 LINKS_DIR = "links"
 # The detail of a step that a link found: `changes` never lets the machine's speed explain
@@ -61,6 +67,9 @@ CREATE TABLE links (
     n_pairs INTEGER NOT NULL,
     method TEXT NOT NULL,               -- stats.RatioEstimate.method
     environment TEXT NOT NULL,          -- what differed between the two sides, "" if nothing
+    ab_verdict TEXT NOT NULL,           -- what the night's `ab` said of this row (compare's)
+    ab_q REAL NOT NULL,                 -- its q-value (NaN stored as 1)
+    ab_min_effect REAL NOT NULL,        -- the minimum effect it ran at
     PRIMARY KEY (series_id, new_id)
 ) WITHOUT ROWID;
 """
@@ -116,6 +125,9 @@ class LinkRow:
     se_log: float
     n_pairs: int
     method: str
+    ab_verdict: str
+    ab_q: float
+    ab_min_effect: float
 
 
 def _df(n: int, method: str) -> float:
@@ -145,20 +157,38 @@ def link_rows(base: LoadedResults, new: LoadedResults) -> list[LinkRow]:
     --until-resolved` run are tested as a fixed sample (`compare_builds(fixed_sample=True)`):
     its confidence sequence is valid at any stopping time but, with the few pairs a clear
     night needs, its p-value cannot get small enough for the false discovery control
-    across a store (docs/changepoints.md, "Links and levels")."""
+    across a store (docs/changepoints.md, "Links and levels"). Each row also carries what
+    the night's `ab` printed for it: `compare`'s verdict and q-value at the minimum effect
+    the run recorded (`lockstep_min_effect`), with its confidence sequence where it ran
+    until resolved."""
     from kscperf.compare import builds as compare
 
     comparison = compare.compare_builds(base, new, force=True, fixed_sample=True)
+    ab_min_effect = _recorded_min_effect(new)
+    said = {(str(r.kind), r.name): r for r in compare.compare_builds(
+        base, new, force=True, min_effect=ab_min_effect).rows}
     out = []
     for r in comparison.rows:
         if not (r.ratio > 0 and math.isfinite(r.ratio)) or not math.isfinite(r.p_value):
             continue
         suffix = Kind(r.kind).suffix
+        ab = said.get((str(r.kind), r.name))
         out.append(LinkRow(str(r.kind), r.name[: len(r.name) - len(suffix)] if suffix
                            else r.name, r.ratio, r.ratio_low, r.ratio_high, r.p_value,
                            _se_log(r.ratio, r.ratio_low, r.ratio_high, r.n_base, r.method),
-                           r.n_base, r.method))
+                           r.n_base, r.method, str(ab.verdict) if ab else "",
+                           ab.q_value if ab and math.isfinite(ab.q_value) else 1.0,
+                           ab_min_effect))
     return sorted(out, key=lambda row: (row.kind, row.benchmark))
+
+
+def _recorded_min_effect(new: LoadedResults) -> float:
+    """The minimum effect the `ab` run of `new` ran at (its metadata), else the default."""
+    try:
+        value = float(new.metadata.get("lockstep_min_effect", stats.DEFAULT_MIN_EFFECT))
+    except (TypeError, ValueError):
+        return stats.DEFAULT_MIN_EFFECT
+    return value if math.isfinite(value) and value >= 0 else stats.DEFAULT_MIN_EFFECT
 
 
 def environment_change(base: LoadedResults, new: LoadedResults) -> str:
@@ -177,10 +207,10 @@ def insert_links(db: sqlite3.Connection, machine_class: str, base_id: int, new_i
     series_ids = {(k, b): i for i, k, b in db.execute(
         "SELECT id, kind, benchmark FROM series WHERE machine_class = ?", (machine_class,))}
     db.executemany(
-        "INSERT INTO links VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+        "INSERT INTO links VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         [(series_ids[(r.kind, r.benchmark)], base_id, new_id, r.ratio, r.low, r.high,
           r.p_value, r.se_log if math.isfinite(r.se_log) else _UNBOUNDED_SE, r.n_pairs,
-          r.method, environment)
+          r.method, environment, r.ab_verdict, r.ab_q, r.ab_min_effect)
          for r in rows if (r.kind, r.benchmark) in series_ids])
 
 
@@ -249,6 +279,10 @@ class Link:
     n_pairs: int
     method: str
     environment: str
+    # What the night's `ab` said of this row (`LinkRow`); "" for links made without it.
+    ab_verdict: str = ""
+    ab_q: float = 1.0
+    ab_min_effect: float = stats.DEFAULT_MIN_EFFECT
 
 
 def class_links(db: sqlite3.Connection, machine_class: str
@@ -257,7 +291,8 @@ def class_links(db: sqlite3.Connection, machine_class: str
     out: dict[tuple[str, str], dict[int, Link]] = {}
     for kind, bench, *fields in db.execute(
             "SELECT s.kind, s.benchmark, l.base_id, l.new_id, l.ratio, l.low, l.high, "
-            "l.p_value, l.se_log, l.n_pairs, l.method, l.environment FROM links l "
+            "l.p_value, l.se_log, l.n_pairs, l.method, l.environment, l.ab_verdict, l.ab_q, "
+            "l.ab_min_effect FROM links l "
             "JOIN series s ON s.id = l.series_id WHERE s.machine_class = ?", (machine_class,)):
         link = Link(*fields)
         out.setdefault((kind, bench), {})[link.new_id] = link
@@ -293,64 +328,172 @@ def link_scatter(series_links: Sequence[Link]) -> float:
     return 1.4826 * statistics.median(abs(v - center) for v in logs)
 
 
-def link_detectable(series_links: Sequence[Link]) -> float:
+# The asymptotic efficiency of the median absolute deviation against the standard deviation
+# for normal data: a scatter from m links carries about this share of m - 1 degrees of
+# freedom (Huber and Ronchetti, Robust Statistics, 2nd ed., 5.4).
+MAD_EFFICIENCY = 0.37
+# The most degrees of freedom the scatter lends a link's test, however long its series. Pair
+# noise here is heavy-tailed (recorded pairs: median |log ratio| 0.0085, 99.9th percentile
+# 0.23), so a link whose own pairs disagree must keep the weight of its own variance: with
+# the scatter's full weight (0.37 (m - 1), 134 after a year) a year of 3-pair links listed
+# thousands of false steps per 1,000 series; at 6, none to 2 (docs/changepoints.md, "One
+# family per night", measured with tools/dashboard-bench --sections links).
+SCATTER_PRIOR_DF = 6.0
+
+
+def scatter_df(links_used: int) -> float:
+    """The degrees of freedom a `link_scatter` from `links_used` links lends a link's test:
+    those of a median absolute deviation, at most `SCATTER_PRIOR_DF`."""
+    return min(MAD_EFFICIENCY * max(links_used - 1, 0), SCATTER_PRIOR_DF)
+
+
+def _scatter_links(series_links: Sequence[Link]) -> int:
+    return sum(1 for k in series_links
+               if not k.environment and k.ratio > 0 and math.isfinite(k.ratio))
+
+
+def tested_estimate(link: Link, scatter: float, links_used: int, *,
+                    single_shot: bool = False) -> stats.RatioEstimate:
+    """The estimate a link is tested with: its own (its pairs' standard error and degrees of
+    freedom) where its series has no scatter yet (`link_scatter` NaN), else the two
+    estimates of its noise pooled, each by its degrees of freedom, as a moderated t-test
+    does (Smyth 2004, with the prior's degrees of freedom capped): the link's own pairs
+    (n - 1) and the scatter of its series' links (`scatter_df(links_used)`), with their sum
+    as the test's degrees of freedom. A night
+    whose pairs agree by chance is held to what the series' nights show; a link of three
+    pairs is no longer left with the two degrees of freedom of its pairs. A link without
+    degrees of freedom of its own (unpaired values), or of a `single_shot` kind (compile,
+    prep, memory: one value a process, so that its processes share the night's state and
+    their agreement says nothing of the next night), is held to the larger of the two,
+    with the degrees of freedom of the one it is held to (the scatter's uncapped)."""
+    own_df = _df(link.n_pairs, link.method)
+    own = stats.RatioEstimate(link.ratio, link.low, link.high, link.p_value, link.se_log,
+                              own_df, link.method, link.n_pairs, link.n_pairs)
+    if not math.isfinite(scatter) or not link.se_log < _UNBOUNDED_SE:
+        return own
+    if math.isfinite(own_df) and not single_shot:
+        sdf = scatter_df(links_used)
+        variance = (own_df * link.se_log ** 2 + sdf * scatter ** 2) / (own_df + sdf)
+        se, df = math.sqrt(variance), own_df + sdf
+    elif scatter > link.se_log:
+        se, df = scatter, MAD_EFFICIENCY * max(links_used - 1, 0)
+    else:
+        return own
+    return stats.t_estimate(link.ratio, se, df, stats.ALPHA, link.method, link.n_pairs,
+                            link.n_pairs)
+
+
+def link_detectable(series_links: Sequence[Link], *, single_shot: bool = False) -> float:
     """The smallest step (0.05 = 5 %) a link like the series' newest one could show at 80 %
-    power: the minimum detectable effect of its standard error, or of the scatter of the
-    series' links where that is larger (as `link_changes` tests it). NaN without a link
-    within one environment."""
+    power, tested as `link_changes` tests it (`tested_estimate`, `single_shot` for compile,
+    prep and memory). NaN without a link within one environment."""
     usable = [k for k in series_links if not k.environment and math.isfinite(k.se_log)]
     if not usable:
         return math.nan
     newest = max(usable, key=lambda k: k.new_id)
-    return stats.min_detectable_effect(_tested_se(newest, link_scatter(series_links)),
-                                       _df(newest.n_pairs, newest.method))
+    estimate = tested_estimate(newest, link_scatter(series_links), _scatter_links(series_links),
+                               single_shot=single_shot)
+    return stats.min_detectable_effect(estimate.se_log, estimate.df)
 
 
-def _tested_se(link: Link, scatter: float) -> float:
-    """The standard error a link is tested with: its own, or the scatter of its series'
-    links (`link_scatter`) where that is known and larger."""
-    return max(link.se_log, scatter) if math.isfinite(scatter) else link.se_log
+# A single-shot link step persists when the median level of the builds from the step on (at
+# least this many) has moved from the median level of as many builds before it, in the
+# link's direction, by at least half the link's log ratio.
+PERSIST_BUILDS = 3
+
+
+def _log_level(point: Any) -> float | None:
+    return math.log(point.median) if point.status == "ok" and point.median > 0 \
+        and math.isfinite(point.median) else None
+
+
+def persists(series: Series, position: int, log_ratio: float) -> bool | None:
+    """Whether a step of `log_ratio` at `position` shows in the series' levels (separate
+    runs, one per build) as well: the median of the levels of `PERSIST_BUILDS` builds from
+    it on against as many before it. None while fewer builds follow: the next builds will
+    say. A night whose one zygote a side was offset (a single-shot kind's usual false
+    link) leaves the levels where they were: at most the one build of its new side moves,
+    and a median of three does not follow it."""
+    before = [v for p in series.points[max(0, position - PERSIST_BUILDS):position]
+              if (v := _log_level(p)) is not None]
+    after = [v for p in series.points[position:position + PERSIST_BUILDS]
+             if (v := _log_level(p)) is not None]
+    if len(series.points) - position < PERSIST_BUILDS:
+        return None
+    if len(before) < 2 or len(after) < 2:
+        return False
+    shift = statistics.median(after) - statistics.median(before)
+    return shift * log_ratio > 0 and abs(shift) >= abs(log_ratio) / 2
+
+
+@dataclass(frozen=True)
+class LinkTest:
+    """How `link_changes` judged the link into position `position` of a series: the
+    estimate it tested (`tested_estimate`), the scatter of the series' links (NaN when too
+    few) and how many links it came from, and the direction of the step it makes by
+    `changepoints.step_direction` before any false discovery control (+1, -1, 0; 0 also
+    for an environment event, a status change, or a `transient` single-shot step)."""
+
+    position: int
+    link: Link
+    estimate: stats.RatioEstimate
+    scatter: float
+    scatter_links: int
+    direction: int
+    # A single-shot step that its levels did not follow (`persists`).
+    transient: bool = False
 
 
 def link_changes(series: Series, links: dict[int, Link], *,
-                 min_effect: float = stats.DEFAULT_MIN_EFFECT) -> tuple[list[Any], set[int]]:
-    """The `changepoints.Change`s the links of one series decide, and the positions they
-    cover (the `after` index of each linked pair of consecutive builds).
+                 min_effect: float = stats.DEFAULT_MIN_EFFECT
+                 ) -> tuple[list[Any], dict[int, LinkTest]]:
+    """The `changepoints.Change`s the links of one series decide, and how each linked pair of
+    consecutive builds was judged (by the `after` index of the pair).
 
     Promises: a link across environments is an environment event and never a step; a link
     of two builds both "ok" is a candidate step by the rule the levels' steps follow
     (`changepoints.step_direction`: significant, and at or near `min_effect`), tested with
-    the larger of its own standard error and the scatter of the series' links
-    (`link_scatter`), so that a night's offset that every night of the series shows is not
-    a step (the false discovery control across all series decides); a pair whose status
-    changed is left to the levels' status events."""
+    `tested_estimate`, so that a night's offset that every night of the series shows is not
+    a step (the false discovery control of its night decides); a single-shot kind's step
+    must also persist in the levels (`persists`: not confirmed while too few builds follow
+    it, dropped when they do not follow it); a pair whose status changed
+    is left to the levels' status events; a link without a bounded interval (its night's
+    comparison had nothing to test) does not decide its pair, which the levels then judge."""
     from kscperf.stats.changepoints import Change, step_direction
 
     changes: list[Any] = []
-    covered = set()
+    judged: dict[int, LinkTest] = {}
     by_position = _series_links(series, links)
     scatter = link_scatter(list(by_position.values()))
+    used = _scatter_links(list(by_position.values()))
+    single_shot = series.key.kind is not None and Kind(series.key.kind).is_single_shot
     for i, link in sorted(by_position.items()):
-        covered.add(i)
+        if not link.environment and not link.se_log < _UNBOUNDED_SE:
+            # A night whose comparison could not be tested (one zygote a side for a
+            # single-shot kind, a side without values) leaves its pair to the levels.
+            continue
+        estimate = tested_estimate(link, scatter, used, single_shot=single_shot)
         if link.environment:
             changes.append(Change("environment", i - 1, i, None, None, None, None,
                                   link.environment))
+            judged[i] = LinkTest(i, link, estimate, scatter, used, 0)
             continue
         if series.points[i - 1].status != "ok" or series.points[i].status != "ok":
+            judged[i] = LinkTest(i, link, estimate, scatter, used, 0)
             continue
-        se = _tested_se(link, scatter)
-        estimate = (stats.t_estimate(link.ratio, se, _df(link.n_pairs, link.method),
-                                     stats.ALPHA, link.method, link.n_pairs, link.n_pairs)
-                    if se > link.se_log else
-                    stats.RatioEstimate(link.ratio, link.low, link.high, link.p_value,
-                                        link.se_log, _df(link.n_pairs, link.method),
-                                        link.method, link.n_pairs, link.n_pairs))
         direction = step_direction(estimate, min_effect=min_effect)
+        judged[i] = LinkTest(i, link, estimate, scatter, used, direction)
         if direction:
+            # A single-shot kind's step must also persist in its levels (`persists`), as
+            # its level steps must; unconfirmed, it waits for the builds after it.
+            held = persists(series, i, math.log(link.ratio)) if single_shot else True
+            if held is False:
+                judged[i] = dataclasses.replace(judged[i], direction=0, transient=True)
+                continue
             changes.append(Change("slower" if direction > 0 else "faster", i - 1, i,
                                   link.ratio, estimate.low, estimate.high, estimate.p_value,
-                                  LINK_DETAIL, min_effect=min_effect))
-    return changes, covered
+                                  LINK_DETAIL, confirmed=bool(held), min_effect=min_effect))
+    return changes, judged
 
 
 @dataclass(frozen=True)
@@ -392,11 +535,12 @@ def chained_timeline(series: Series, links: dict[int, Link]) -> list[list[Timeli
 
 
 def with_links(series: Series, level_changes: Sequence[Any], links: dict[int, Link], *,
-               min_effect: float = stats.DEFAULT_MIN_EFFECT) -> tuple[list[Any], set[int]]:
+               min_effect: float = stats.DEFAULT_MIN_EFFECT
+               ) -> tuple[list[Any], dict[int, LinkTest]]:
     """The changes of one series once its links decide the pairs they cover: the level
     changes (`changepoints.detect_series`) less every step and environment event at a
     covered pair, plus `link_changes`; status events are the levels' everywhere. In order of
-    `after`. Also returns the covered positions."""
+    `after`. Also returns how each covered position was judged (`LinkTest`)."""
     decided, covered = link_changes(series, links, min_effect=min_effect)
     linked_environment = {c.after for c in decided if c.kind == "environment"}
     kept = [c for c in level_changes

@@ -48,8 +48,8 @@ __all__ = ["HistoryStore", "open_store", "rebuild_index"]
 
 # Bumped whenever the index's tables or what they hold change; an index of another version
 # is rebuilt (7: links of every kind, not only run time; 8: kscperf's own version and code
-# digest in the environment).
-_SCHEMA_VERSION = 8
+# digest in the environment; 9: what each night's `ab` said of each link).
+_SCHEMA_VERSION = 9
 
 
 _SCHEMA = """
@@ -422,7 +422,8 @@ class HistoryStore:
         add and a full rebuild must agree on."""
         linked = self._db.execute(
             "SELECT b.label, n.label, s.machine_class, s.kind, s.benchmark, l.ratio, l.low, "
-            "l.high, l.p_value, l.se_log, l.n_pairs, l.method, l.environment FROM links l "
+            "l.high, l.p_value, l.se_log, l.n_pairs, l.method, l.environment, l.ab_verdict, "
+            "l.ab_q, l.ab_min_effect FROM links l "
             "JOIN builds b ON b.id = l.base_id JOIN builds n ON n.id = l.new_id "
             "JOIN series s ON s.id = l.series_id").fetchall()
         rows = self._db.execute(

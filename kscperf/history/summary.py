@@ -125,8 +125,9 @@ def open_changes(changes: Sequence[HistoryChange]) -> list[HistoryChange]:
     regressions first, then by kind, newest first."""
     latest: dict[SeriesKey, HistoryChange] = {}
     for c in changes:
-        # An unsettled newest build is no change of level or status: it waits for the next.
-        if c.kind in ("environment", "unsettled"):
+        # An unsettled newest build is no change of level or status: it waits for the next;
+        # nor is a change only the night's `ab` called (listed on the benchmark's page).
+        if c.kind in ("environment", "unsettled", "ab-only"):
             continue
         seen = latest.get(c.key)
         if seen is None or c.after.position > seen.after.position:

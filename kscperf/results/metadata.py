@@ -18,6 +18,7 @@ __all__ = [
     "BUILD_IDENTITY",
     "PYPERF_RUN_KEYS",
     "PER_RUN_KEYS",
+    "ZYGOTE_KEY",
     "COMPARABLE_KEYS",
     "MERGE_KEYS",
     "SHARD_ONLY_KEYS",
@@ -49,12 +50,17 @@ BUILD_IDENTITY = ("build", "build_python", "build_env", "lockstep_id", "date", "
 # environment, so they are copied to each run.
 PYPERF_RUN_KEYS = HOST + ("cpu_model_name", "cpu_count", "platform", "python_version")
 
+# The id of the zygote a worker was forked from (or its own, for a worker started alone): the
+# processes of one zygote share its memory layout and state, so for a kind measured once per
+# process it, not the process, is the unit of replication (`compare`).
+ZYGOTE_KEY = "zygote"
+
 # Facts of one worker process, kept out of a build's metadata: the pyperf run keys (each run
 # carries its own), and what differs from worker to worker by design (the Python that ran
-# it, its CPUs, its lockstep partner's misses, the extensions folder of its tool).
+# it, its CPUs, its lockstep partner's misses, the extensions folder of its tool, its zygote).
 PER_RUN_KEYS = frozenset(PYPERF_RUN_KEYS + ("python_executable", "cpu_affinity",
                                             "lockstep_unpaired_values",
-                                            "torch_extensions_dir"))
+                                            "torch_extensions_dir", ZYGOTE_KEY))
 
 
 def _described(keys: tuple[str, ...], what: str) -> tuple[tuple[str, str], ...]:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Any, Iterator
 
 from kscperf.errors import STATUS_SEVERITY, TIMED_STATUSES, CellStatus
 from kscperf.stats import core as stats, machine
@@ -39,6 +39,7 @@ from kscperf.names import (
     prep_name,
 )
 from kscperf.results.files import CellSummary, LoadedResults
+from kscperf.results.metadata import ZYGOTE_KEY
 from kscperf.spec import CheckResult
 
 __all__ = ["REFERENCE_TOOL", "central_value", "speedup_over_reference", "benchmark_parts",
@@ -83,7 +84,9 @@ class BenchmarkSamples:
     """One benchmark of one build. `runs` holds the values of each process (one value per
     process for compile, prep and memory); `by_process` the run-time values by process
     index where the file has its worker results (what pairs the two builds of a lockstep
-    run); `odd_processes` the indices of processes that ran in another machine state."""
+    run); `odd_processes` the indices of processes that ran in another machine state;
+    `by_zygote`, for prep and compile, their values grouped by the zygote each process was
+    forked from, where every process that measured one names its zygote (None otherwise)."""
 
     name: str
     parts: BenchmarkName
@@ -93,6 +96,7 @@ class BenchmarkSamples:
     by_process: dict[int, tuple[float, ...]] | None = None
     odd_processes: frozenset[int] = frozenset()
     check: CheckResult | None = None
+    by_zygote: tuple[tuple[float, ...], ...] | None = None
 
     @property
     def kind(self) -> Kind:
@@ -202,6 +206,29 @@ def _process_values(loaded: LoadedResults) -> tuple[
     return times, memory
 
 
+def _zygote_values(loaded: LoadedResults) -> dict[str, tuple[tuple[float, ...], ...] | None]:
+    """Prep and compile values by benchmark name, grouped by zygote (in first-seen order):
+    None for a benchmark with a process that does not name its zygote (older files)."""
+    grouped: dict[str, dict[str, list[float]] | None] = {}
+
+    def put(name: str, zygote: Any, value: float | None) -> None:
+        if value is None:
+            return
+        if not isinstance(zygote, str) or not zygote:
+            grouped[name] = None
+        groups = grouped.setdefault(name, {})
+        if groups is not None:
+            groups.setdefault(zygote, []).append(float(value))
+
+    for r in loaded.runs:
+        zygote = r.metadata.get(ZYGOTE_KEY)
+        put(compile_name(r.model, r.tool, r.task), zygote, r.compile_s)
+        for c in r.configs:
+            put(prep_name(r.model, r.tool, r.task, c.config), zygote, c.prep_s)
+    return {name: None if groups is None else tuple(tuple(v) for v in groups.values())
+            for name, groups in grouped.items()}
+
+
 def _memory_runs(kind: Kind, name: str, c: CellSummary,
                  memory: dict[tuple[Kind, str], list[float]]) -> tuple[tuple[float, ...], ...]:
     values = memory.get((kind, name))
@@ -219,7 +246,9 @@ def _runs(loaded: LoadedResults, name: str) -> tuple[tuple[float, ...], ...]:
 def _config_benchmarks(loaded: LoadedResults, c: CellSummary,
                        times: dict[str, dict[int, tuple[float, ...]]],
                        memory: dict[tuple[Kind, str], list[float]],
-                       odd: frozenset[int]) -> Iterator[BenchmarkSamples]:
+                       odd: frozenset[int],
+                       zygotes: dict[str, tuple[tuple[float, ...], ...] | None]
+                       ) -> Iterator[BenchmarkSamples]:
     """The run-time, prep and memory benchmarks of one config of a cell."""
     assert c.config is not None
     for kind in (Kind.TIME, Kind.PREP, Kind.PEAK_RSS, Kind.PEAK_CUDA):
@@ -232,7 +261,9 @@ def _config_benchmarks(loaded: LoadedResults, c: CellSummary,
         yield BenchmarkSamples(
             name, BenchmarkName(c.model, c.tool, c.task, c.config, kind), c.status, c.reason,
             runs, times.get(name) if kind is Kind.TIME else None, odd,
-            c.check if kind is Kind.TIME else None)
+            c.check if kind is Kind.TIME else None,
+            zygotes.get(prep_name(c.model, c.tool, c.task, c.config))
+            if kind is Kind.PREP else None)
 
 
 def _compile_status(configs: list[CellSummary], fate: CellFate | None) -> CellSummary:
@@ -260,6 +291,7 @@ def build_samples(loaded: LoadedResults) -> BuildSamples:
     config, whether or not values exist (statuses say why); each other name of the file (a
     plain pyperf file) as an ok run time; a fate for each cell summary without a config."""
     times, memory = _process_values(loaded)
+    zygotes = _zygote_values(loaded)
     speed = machine.machine_speed(loaded.runs)
     odd = _odd_by_cell(speed)
     named: dict[str, BenchmarkSamples] = {}
@@ -272,14 +304,15 @@ def build_samples(loaded: LoadedResults) -> BuildSamples:
             continue
         configs.setdefault(key, []).append(c)
         for b in _config_benchmarks(loaded, c, times, memory,
-                                    odd.get(cell_name(*key), frozenset())):
+                                    odd.get(cell_name(*key), frozenset()), zygotes):
             named[b.name] = b
     for key, cell_configs in configs.items():
         shown = _compile_status(cell_configs, fates.get(key))
         name = compile_name(*key)
         named[name] = BenchmarkSamples(
             name, BenchmarkName(*key, None, Kind.COMPILE), shown.status, shown.reason,
-            _runs(loaded, name), None, odd.get(cell_name(*key), frozenset()))
+            _runs(loaded, name), None, odd.get(cell_name(*key), frozenset()),
+            by_zygote=zygotes.get(name))
     for name in loaded.runs_values:
         if name not in named:
             named[name] = BenchmarkSamples(name, benchmark_parts(name), CellStatus.OK, "",

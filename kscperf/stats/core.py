@@ -32,6 +32,7 @@ __all__ = [
     "speedup",
     "process_medians",
     "ratio_of_medians",
+    "process_level",
     "compare_samples",
     "compare_paired_samples",
     "compare_log_levels",
@@ -78,7 +79,7 @@ BOOTSTRAP_SEED = 20240501
 
 @dataclass(frozen=True)
 class RatioEstimate:
-    """NEW/BASE for one benchmark: the ratio of medians, its (1 - alpha) interval, the raw
+    """NEW/BASE for one benchmark: the ratio its test is about, its (1 - alpha) interval, the raw
     p-value of the test that there is no difference, and the standard error and degrees of
     freedom of log(ratio) that the interval and `min_detectable_effect` use.
 
@@ -137,6 +138,17 @@ def process_medians(runs: Sequence[Sequence[float]]) -> list[float]:
         if values:
             out.append(statistics.median(values))
     return out
+
+
+def process_level(runs: Sequence[Sequence[float]]) -> float:
+    """The level `compare_samples` tests for one side with `MIN_PROCESSES` or more
+    processes: the geometric mean of its per-process medians (`process_medians`), so that
+    the ratio of two levels is exactly the ratio the Welch test on their logs is about; NaN
+    without a usable value."""
+    medians = process_medians(runs)
+    if not medians:
+        return math.nan
+    return math.exp(math.fsum(math.log(v) for v in medians) / len(medians))
 
 
 def ratio_of_medians(base: Sequence[float], new: Sequence[float]) -> float:
@@ -219,10 +231,14 @@ def compare_samples(base_runs: Sequence[Sequence[float]], new_runs: Sequence[Seq
                     *, alpha: float = ALPHA) -> RatioEstimate:
     """NEW/BASE for one benchmark from its raw values, one inner sequence per process.
 
-    Promises: `ratio` is median(all NEW values) / median(all BASE values); the interval has
-    (1 - alpha) confidence and contains `ratio`; the p-value is that of a per-process Welch
-    t-test on log medians when both builds have `MIN_PROCESSES` or more processes, else of a
-    Mann-Whitney U test on the pooled values (see the module docstring for why). Values that
+    Promises: when both builds have `MIN_PROCESSES` or more processes, `ratio` is
+    `process_level(new_runs) / process_level(base_runs)` (the ratio of the geometric means of
+    the per-process medians) and the p-value and interval are those of a Welch t-test on the
+    log per-process medians, whose estimate that ratio is: the ratio shown, the levels shown
+    and the test are one statistic (docs/method.md, "One statistic"). Otherwise `ratio` is
+    median(all NEW values) / median(all BASE values), with a Mann-Whitney U test on the
+    pooled values and a bootstrap interval of that ratio. The interval has (1 - alpha)
+    confidence and contains `ratio`. Values that
     are not positive and finite are ignored; a side without any gives method "none".
     Deterministic: the same input always gives the same result.
     """
@@ -234,10 +250,10 @@ def compare_samples(base_runs: Sequence[Sequence[float]], new_runs: Sequence[Seq
     pooled_n = [v for r in new for v in r]
     if not pooled_b or not pooled_n:
         return _nan_estimate("none", len(pooled_b), len(pooled_n))
-    ratio = statistics.median(pooled_n) / statistics.median(pooled_b)
     if len(base) >= MIN_PROCESSES and len(new) >= MIN_PROCESSES:
-        return _welch_on_process_medians(ratio, process_medians(base), process_medians(new),
-                                         alpha)
+        return _welch_on_process_medians(process_level(new) / process_level(base),
+                                         process_medians(base), process_medians(new), alpha)
+    ratio = statistics.median(pooled_n) / statistics.median(pooled_b)
     return _pooled(ratio, pooled_b, pooled_n, alpha)
 
 

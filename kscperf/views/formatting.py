@@ -367,8 +367,8 @@ def _table_row(r: ComparisonRow) -> list[str]:
     if len(reason) > _REASON_WIDTH:
         reason = reason[: _REASON_WIDTH - 3] + "..."
     note = status_text(r.base_status, r.new_status, reason)
-    return [one_line(r.name), r.kind, format_quantity(r.base_median, r.unit),
-            format_quantity(r.new_median, r.unit), format_ratio(r.ratio),
+    return [one_line(r.name), r.kind, format_quantity(r.base_value, r.unit),
+            format_quantity(r.new_value, r.unit), format_ratio(r.ratio),
             format_interval(r.ratio_low, r.ratio_high), format_p(r.p_value),
             format_percent(r.min_detectable_effect), verdict_text(r), note]
 
@@ -432,8 +432,8 @@ def _format_markdown(comparison: Comparison, only_changed: bool) -> str:
     lines.append("|" + "|".join(["---"] * 3 + ["---:"] * 7 + ["---"]) + "|")
     for r in _rows_to_show(comparison, only_changed):
         status = status_text(r.base_status, r.new_status, r.reason)
-        cells = [verdict_text(r), r.name, r.kind, format_quantity(r.base_median, r.unit),
-                 format_quantity(r.new_median, r.unit), format_ratio(r.ratio),
+        cells = [verdict_text(r), r.name, r.kind, format_quantity(r.base_value, r.unit),
+                 format_quantity(r.new_value, r.unit), format_ratio(r.ratio),
                  format_interval(r.ratio_low, r.ratio_high), format_p(r.p_value),
                  format_p(r.q_value), format_percent(r.min_detectable_effect), status]
         lines.append("| " + " | ".join(markdown_text(c) for c in cells) + " |")
@@ -471,7 +471,7 @@ def _row_json(r: ComparisonRow) -> dict[str, Any]:
         "ratio_high": json_number(r.ratio_high), "p_value": json_number(r.p_value),
         "q_value": json_number(r.q_value),
         "min_detectable_effect": json_number(r.min_detectable_effect),
-        "base_median": json_number(r.base_median), "new_median": json_number(r.new_median),
+        "base_value": json_number(r.base_value), "new_value": json_number(r.new_value),
         "unit": r.unit,
         "base_status": r.base_status.value if r.base_status is not None else "",
         "new_status": r.new_status.value if r.new_status is not None else "",

@@ -45,12 +45,16 @@ def change_what(change: HistoryChange) -> str:
         return f"unsettled: {change.detail}"
     if change.kind is ChangeKind.TOO_NOISY:
         return f"too noisy: {change.detail}"
+    if change.kind is ChangeKind.AB_ONLY:
+        return f"not listed: {change.differs}"
     what = str(change.kind)
     if change.key.kind is not None and change.key.kind.unit == "byte":
         what = {"slower": "slower (more memory)", "faster": "faster (less memory)"}.get(
             what, what)
     if not getattr(change.change, "confirmed", True):
         what += " (newest build only)"
+    if change.differs:
+        what += f" ({change.differs})"
     return what
 
 
@@ -87,8 +91,11 @@ def _change_json(change: HistoryChange) -> dict[str, Any]:
             "after": build(change.after), "before_status": str(change.before_status),
             "after_status": str(change.after_status), "ratio": json_number(c.ratio),
             "ratio_low": json_number(c.low), "ratio_high": json_number(c.high),
-            "p_value": json_number(c.p_value),
-            "detectable_step": json_number(change.detectable_step)}
+            "p_value": json_number(c.p_value), "q_value": json_number(c.q_value),
+            "detectable_step": json_number(change.detectable_step),
+            "ab_verdict": change.ab_verdict or None, "ab_q_value": json_number(change.ab_q),
+            "ab_min_effect": json_number(change.ab_min_effect),
+            "differs": change.differs or None}
 
 
 def format_history_changes(changes: Iterable[HistoryChange], fmt: str = "table") -> str:

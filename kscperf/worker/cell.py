@@ -27,6 +27,7 @@ import os
 import random
 import shutil
 import time
+import uuid
 import zlib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -39,6 +40,7 @@ from kscperf.compilepanel import CompilePanel
 from kscperf.errors import CellStatus
 from kscperf.results.envinfo import machine_info, now_iso
 from kscperf.results.fileio import write_text_atomic
+from kscperf.results.metadata import ZYGOTE_KEY
 from kscperf.spec import CanaryProbe, CellResult, CellSpec, CheckResult, ConfigResult, partial_result_path, \
     phase_path
 from kscperf.worker import caches, canary, check, compilepanel, measure, tasks
@@ -539,9 +541,11 @@ def _teardown(device: str) -> None:
 
 # -- the process: spec file in, result file out ---------------------------
 
-def main(spec_path: str, result_path: str) -> int:
+def main(spec_path: str, result_path: str, zygote: str | None = None) -> int:
     """Run the cell described in `spec_path` and write its CellResult to `result_path`
-    (and the result so far, after each config, beside it); 0 whenever it wrote one."""
+    (and the result so far, after each config, beside it); 0 whenever it wrote one. Its
+    metadata names the `zygote` it was forked from (`ZYGOTE_KEY`), or, for a worker
+    started on its own, an id of its own."""
     with open(spec_path, encoding="utf-8") as fp:
         spec = CellSpec.from_dict(json.load(fp))
     cache = caches.cold_compiler_caches() if spec.compile_cache == "cold" else None
@@ -560,6 +564,8 @@ def main(spec_path: str, result_path: str) -> int:
         result = run_cell(spec, on_config=lambda partial: _write_result(
             partial_result_path(result_path), partial, "the worker's partial result"),
             after_value=turns.after_value if turns is not None else None)
+        result = dataclasses.replace(result, metadata={
+            **result.metadata, ZYGOTE_KEY: zygote or f"own-{uuid.uuid4().hex[:12]}"})
         if turns is not None:
             result = dataclasses.replace(result, metadata={
                 **result.metadata, "lockstep_unpaired_values": turns.unpaired_values})

@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import traceback
+import uuid
 from typing import Any, NoReturn
 
 from kscperf.results.envinfo import machine_info
@@ -21,7 +22,7 @@ from kscperf.worker.cell import PRELOAD_ALWAYS, PRELOAD_FOR_COMPILERS, main, pre
 __all__ = ["serve"]
 
 
-def _serve_child(request: dict[str, Any], protocol_fds: tuple[int, int]) -> None:
+def _serve_child(request: dict[str, Any], protocol_fds: tuple[int, int], zygote: str) -> None:
     try:
         os.setsid()
         for fd in protocol_fds:
@@ -33,7 +34,7 @@ def _serve_child(request: dict[str, Any], protocol_fds: tuple[int, int]) -> None
         os.dup2(log, 2)
         os.close(log)
         os.close(null)
-        code = main(request["spec"], request["result"])
+        code = main(request["spec"], request["result"], zygote=zygote)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:
@@ -72,12 +73,15 @@ def serve(preload_compilers: bool = True) -> NoReturn:
     # stay shared instead of being copied when the collector touches them.
     gc.collect()
     gc.freeze()
+    # Every child inherits this server's memory layout and state: its id in each result
+    # lets `compare` take the zygote, not the process, as the unit of a single-shot kind.
+    zygote = uuid.uuid4().hex[:12]
     reply({"ready": True, "pid": os.getpid()})
     for line in reader:
         request = json.loads(line)
         pid = os.fork()
         if pid == 0:
-            _serve_child(request, (proto_in, proto_out))
+            _serve_child(request, (proto_in, proto_out), zygote)
         reply({"pid": pid})
         _, status, rusage = os.wait4(pid, 0)
         reply({"pid": pid, "status": status, "maxrss_kb": rusage.ru_maxrss})
