@@ -426,3 +426,22 @@ def test_a_single_shot_step_must_persist_in_the_levels() -> None:
     assert links.persists(series([1, 1, 1, 1, 1, 1, 1]), 3, step) is False
     # Too few builds after it: the next builds will say.
     assert links.persists(series([1, 1, 1, 1, 1.3, 1.3]), 4, step) is None
+
+
+def test_where_ab_ran_at_another_minimum_effect_the_history_says_so(tmp_path: Path) -> None:
+    # The nights' ab ran at a 2 % minimum effect and called the compiled tool 3.5 % slower;
+    # the store, at 5 %, lists no step there, and says both minimum effects beside it.
+    store = tmp_path / "store"
+    api.history_add([_plain(tmp_path, 0)], str(store))
+    for n in range(1, 8):
+        api.history_add([_ab_folder(tmp_path, n - 1, n, factor=1.035 if n == 4 else 1.0,
+                                    seed=10 * n, processes=8,
+                                    new_metadata={"lockstep_min_effect": 0.02})], str(store))
+    changes = api.history_changes(str(store))
+    assert not [c for c in changes if c.kind in ("slower", "faster")], changes
+    unlisted = [c for c in changes if c.kind == "ab-only" and c.key.kind == "time"]
+    assert sorted(c.key.benchmark for c in unlisted) == [
+        f"vrelu3/compiled/fwd/{c}" for c in ("1024", "16384")], unlisted
+    assert all(c.after.label == "b4" and c.ab_min_effect == 0.02 for c in unlisted)
+    assert all("ab ran at a minimum effect of 0.02, the history at 0.05" in c.differs
+               for c in unlisted)

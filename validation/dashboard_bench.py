@@ -7,6 +7,7 @@ import argparse
 import os
 import sys
 
+from kscperf.history import links
 from validation.common import ROOT
 from validation.concurrency import section_concurrency
 from validation.dashboard_detection import section_detection
@@ -49,6 +50,9 @@ def build_parser(doc: str | None) -> argparse.ArgumentParser:
                         help="links: the folder of recorded ab runs to resample noise from")
     parser.add_argument("--link-builds", type=int, default=30)
     parser.add_argument("--link-pairs", type=int, default=6)
+    parser.add_argument("--link-prior-df", type=float, default=links.SCATTER_PRIOR_DF,
+                        help="links: the most degrees of freedom a series' scatter lends a "
+                             "link's test (kscperf's SCATTER_PRIOR_DF unless given)")
     parser.add_argument("--link-noise-scale", type=float, default=1.0,
                         help="links: scale the recorded log ratios (1: as recorded), to see "
                              "how detection depends on the machine's noise")

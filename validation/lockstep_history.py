@@ -112,12 +112,14 @@ def _lockstep_nights(folder: Path, plan: NightPlan, upgraded: str) -> list[str]:
             elif plan.until_resolved:
                 # Until resolved, as examples/nightly-ab.sh runs: fresh zygotes every round,
                 # or one pair of zygotes' memory layout offsets a whole night's link.
-                result = kscperf.run_ab(str(WORK_FIXTURE), base=_lockstep_build(plan, n - 1, upgraded),
-                                        new=new, output_dir=str(out), until_resolved=True,
+                result = kscperf.run_ab(str(WORK_FIXTURE),
+                                        base=_lockstep_build(plan, n - 1, upgraded), new=new,
+                                        output_dir=str(out), until_resolved=True,
                                         budget_s=LOCKSTEP_BUDGET_S, **settings)
             else:
-                result = kscperf.run_ab(str(WORK_FIXTURE), base=_lockstep_build(plan, n - 1, upgraded),
-                                        new=new, output_dir=str(out), **settings)
+                result = kscperf.run_ab(str(WORK_FIXTURE),
+                                        base=_lockstep_build(plan, n - 1, upgraded), new=new,
+                                        output_dir=str(out), **settings)
             exit_if_interrupted(result, "truth-check")
             with open(folder / "load.txt", "a") as fp:  # the machine's load as it ran
                 fp.write(f"{os.getloadavg()[0]:.1f}\n")

@@ -1,8 +1,9 @@
 """The change policy over a store: change points per series (`kscperf.stats.changepoints`), the
 false discovery rate (across all series for the levels, across each night's links for the
 lockstep links), what each night's `ab` said where the history differs, environment and
-machine-speed events, and `history check`. A change of environment splits a series and is an event of its own; a
-change of the machine's speed is an event and withholds only the steps it could explain.
+machine-speed events, and `history check`. A change of environment splits a series and is
+an event of its own; a change of the machine's speed is an event and withholds only the
+steps it could explain.
 Nothing here prints or renders.
 """
 
@@ -25,7 +26,8 @@ from kscperf.names import Kind
 from kscperf.stats.verdicts import REGRESSION_VERDICTS, Direction, status_verdict
 
 __all__ = ["MACHINE_SPEED_DETAIL", "ChangeKind", "HistoryChange", "build_points",
-           "find_changes", "control_families", "detectable_steps", "too_noisy", "HistoryCheck", "check_newest"]
+           "find_changes", "control_families", "detectable_steps", "too_noisy", "HistoryCheck",
+           "check_newest"]
 
 
 class ChangeKind(enum.StrEnum):
@@ -198,8 +200,9 @@ def find_changes(store: HistoryStore, *, min_effect: float = stats.DEFAULT_MIN_E
     rate controlled (`control_families`); in order: machine class, then the build where it
     happened (newest first), regressions first. Lockstep links decide the pairs of builds
     they join; where the night's `ab` called a change the history does not list, an
-    `ab-only` entry says why, so that no change `ab` reported disappears silently. An environment change is one entry per machine class and pair of builds
-    (kind "*") unless `per_series_environment`. Each entry carries its series'
+    `ab-only` entry says why, so that no change `ab` reported disappears silently. An
+    environment change is one entry per machine class and pair of builds (kind "*") unless
+    `per_series_environment`. Each entry carries its series'
     `detectable_step`; `include_blind` adds a `too-noisy` entry per series that cannot see
     `min_effect`. The rules (machine speed, links, levels, blind series) are in
     docs/changepoints.md."""
@@ -255,11 +258,11 @@ def _is_link_step(c: Any) -> bool:
 
 
 def control_families(all_series: Sequence[Series], found: dict[int, list[Any]],
-                     linked: dict[int, Iterable[int]]
+                     linked: dict[int, Iterable[int]], *, fdr: float = stats.ALPHA
                      ) -> tuple[dict[int, list[Any]], dict[tuple[Any, ...], int]]:
     """The changes of every series (`found[i]` of `all_series[i]`, whose positions
     `linked[i]` a lockstep link decided) with the steps that survive the false discovery
-    control (`changepoints.control_fdr`), and the number of tests of each family.
+    control (`changepoints.control_fdr` at `fdr`), and the number of tests of each family.
 
     Two kinds of family, so that the multiplicity a night's step pays does not grow with
     the history: the levels' steps (separate runs, `changepoints.detect_series`) are one
@@ -282,7 +285,8 @@ def control_families(all_series: Sequence[Series], found: dict[int, list[Any]],
 
     kept: dict[int, list[Any]] = {i: [] for i in found}
     for family, per_key in families.items():
-        for (i, _), changes in changepoints.control_fdr(per_key, tests=tests[family]).items():
+        for (i, _), changes in changepoints.control_fdr(per_key, fdr=fdr,
+                                                        tests=tests[family]).items():
             kept[i].extend(changes)
     for i in kept:
         kept[i].sort(key=lambda c: (c.after, c.kind))

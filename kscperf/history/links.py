@@ -9,16 +9,17 @@ interval, p-value and number of process pairs. A link is rebuilt from those two 
 alone, as levels are.
 
 The index also keeps what that night's `ab` said of each row: its verdict, q-value and
-minimum effect, as `compare` gives them for the two files (`ab_verdict`).
+minimum effect, as `compare` gives them for the two files (`LinkRow.ab_verdict`).
 
 Policy (`link_changes`): where a series has a link between two consecutive builds, the link
 decides that pair: a step by the rule of `changepoints.step_direction`, tested with the
 link's own pairs and the scatter of its series' links pooled (`tested_estimate`; its p-value
 then enters the false discovery control of its night, `history.changes`), an environment
 event when its two sides ran in different environments, and nothing else: the machine's
-speed moved both sides alike. `chained_timeline` multiplies the links along a series into a drift-free
-timeline whose interval grows along the chain. This module decides nothing about levels;
-`changes.find_changes` combines the two.
+speed moved both sides alike; a single-shot kind's step must persist in its levels too
+(`persists`). `chained_timeline` multiplies the links along a series into a drift-free
+timeline whose interval grows along the chain. This module decides nothing else about
+levels; `changes.find_changes` combines the two.
 """
 
 from __future__ import annotations
@@ -333,18 +334,20 @@ def link_scatter(series_links: Sequence[Link]) -> float:
 # freedom (Huber and Ronchetti, Robust Statistics, 2nd ed., 5.4).
 MAD_EFFICIENCY = 0.37
 # The most degrees of freedom the scatter lends a link's test, however long its series. Pair
-# noise here is heavy-tailed (recorded pairs: median |log ratio| 0.0085, 99.9th percentile
-# 0.23), so a link whose own pairs disagree must keep the weight of its own variance: with
+# noise here is heavy-tailed (0.6 % of the recorded pairs lie beyond 10 %, with a standard
+# deviation of 2.6 %), so a link whose own pairs disagree must keep the weight of its own
+# variance: with
 # the scatter's full weight (0.37 (m - 1), 134 after a year) a year of 3-pair links listed
-# thousands of false steps per 1,000 series; at 6, none to 2 (docs/changepoints.md, "One
-# family per night", measured with tools/dashboard-bench --sections links).
-SCATTER_PRIOR_DF = 6.0
+# 7,230 false steps per 1,000 series; at 7, 1.5, while finding 96 % of the steps of 10 % or
+# more (docs/changepoints.md, "A link's test", measured with tools/dashboard-bench
+# --sections links --link-prior-df).
+SCATTER_PRIOR_DF = 7.0
 
 
-def scatter_df(links_used: int) -> float:
+def scatter_df(links_used: int, prior_df: float = SCATTER_PRIOR_DF) -> float:
     """The degrees of freedom a `link_scatter` from `links_used` links lends a link's test:
-    those of a median absolute deviation, at most `SCATTER_PRIOR_DF`."""
-    return min(MAD_EFFICIENCY * max(links_used - 1, 0), SCATTER_PRIOR_DF)
+    those of a median absolute deviation, at most `prior_df`."""
+    return min(MAD_EFFICIENCY * max(links_used - 1, 0), prior_df)
 
 
 def _scatter_links(series_links: Sequence[Link]) -> int:
@@ -353,7 +356,8 @@ def _scatter_links(series_links: Sequence[Link]) -> int:
 
 
 def tested_estimate(link: Link, scatter: float, links_used: int, *,
-                    single_shot: bool = False) -> stats.RatioEstimate:
+                    single_shot: bool = False,
+                    prior_df: float = SCATTER_PRIOR_DF) -> stats.RatioEstimate:
     """The estimate a link is tested with: its own (its pairs' standard error and degrees of
     freedom) where its series has no scatter yet (`link_scatter` NaN), else the two
     estimates of its noise pooled, each by its degrees of freedom, as a moderated t-test
@@ -372,7 +376,7 @@ def tested_estimate(link: Link, scatter: float, links_used: int, *,
     if not math.isfinite(scatter) or not link.se_log < _UNBOUNDED_SE:
         return own
     if math.isfinite(own_df) and not single_shot:
-        sdf = scatter_df(links_used)
+        sdf = scatter_df(links_used, prior_df)
         variance = (own_df * link.se_log ** 2 + sdf * scatter ** 2) / (own_df + sdf)
         se, df = math.sqrt(variance), own_df + sdf
     elif scatter > link.se_log:
@@ -445,7 +449,8 @@ class LinkTest:
 
 
 def link_changes(series: Series, links: dict[int, Link], *,
-                 min_effect: float = stats.DEFAULT_MIN_EFFECT
+                 min_effect: float = stats.DEFAULT_MIN_EFFECT,
+                 prior_df: float = SCATTER_PRIOR_DF
                  ) -> tuple[list[Any], dict[int, LinkTest]]:
     """The `changepoints.Change`s the links of one series decide, and how each linked pair of
     consecutive builds was judged (by the `after` index of the pair).
@@ -472,7 +477,8 @@ def link_changes(series: Series, links: dict[int, Link], *,
             # A night whose comparison could not be tested (one zygote a side for a
             # single-shot kind, a side without values) leaves its pair to the levels.
             continue
-        estimate = tested_estimate(link, scatter, used, single_shot=single_shot)
+        estimate = tested_estimate(link, scatter, used, single_shot=single_shot,
+                                   prior_df=prior_df)
         if link.environment:
             changes.append(Change("environment", i - 1, i, None, None, None, None,
                                   link.environment))
@@ -535,13 +541,15 @@ def chained_timeline(series: Series, links: dict[int, Link]) -> list[list[Timeli
 
 
 def with_links(series: Series, level_changes: Sequence[Any], links: dict[int, Link], *,
-               min_effect: float = stats.DEFAULT_MIN_EFFECT
+               min_effect: float = stats.DEFAULT_MIN_EFFECT,
+               prior_df: float = SCATTER_PRIOR_DF
                ) -> tuple[list[Any], dict[int, LinkTest]]:
     """The changes of one series once its links decide the pairs they cover: the level
     changes (`changepoints.detect_series`) less every step and environment event at a
     covered pair, plus `link_changes`; status events are the levels' everywhere. In order of
-    `after`. Also returns how each covered position was judged (`LinkTest`)."""
-    decided, covered = link_changes(series, links, min_effect=min_effect)
+    `after`. Also returns how each covered position was judged (`LinkTest`). `prior_df` is
+    for benchmarks of the rule (`tested_estimate`)."""
+    decided, covered = link_changes(series, links, min_effect=min_effect, prior_df=prior_df)
     linked_environment = {c.after for c in decided if c.kind == "environment"}
     kept = [c for c in level_changes
             if c.kind == "status" or c.after not in covered
