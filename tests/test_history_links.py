@@ -445,3 +445,19 @@ def test_where_ab_ran_at_another_minimum_effect_the_history_says_so(tmp_path: Pa
     assert all(c.after.label == "b4" and c.ab_min_effect == 0.02 for c in unlisted)
     assert all("ab ran at a minimum effect of 0.02, the history at 0.05" in c.differs
                for c in unlisted)
+
+
+def test_a_night_whose_prep_could_not_be_tested_adds_without_a_prep_link(
+        tmp_path: Path) -> None:
+    # A plain ab: one zygote a side, so its prep rows have no interval (compare tests prep
+    # one value per zygote). The folder adds; its run time links, its prep does not.
+    store = tmp_path / "store"
+    api.history_add([_plain(tmp_path, 0)], str(store))
+    folder = synthetic.write_ab_folder(
+        str(tmp_path / "ab-1"), "b0", "b1", seed=3, base_metadata=_metadata(1),
+        new_metadata=_metadata(1), zygote=lambda *k: "one-zygote", **SMALL)
+    proc = cli("history", "add", folder, "--store", str(store))
+    assert proc.returncode == 0, explain(proc)
+    with history.open_store(str(store)) as s:
+        kinds = {kind for kind, _ in s.links("perf1")}
+    assert "time" in kinds and "prep" not in kinds and "compile" not in kinds

@@ -153,7 +153,7 @@ def link_rows(base: LoadedResults, new: LoadedResults) -> list[LinkRow]:
     `compare` computes them for the two files of one lockstep run (value pairs for run time
     where each side has at least two processes; the processes of each side for the rest,
     which both sides measured under the same machine state), for every benchmark with a
-    finite ratio in both builds. Every kind: a series without a link would be judged on
+    finite ratio in both builds and an interval. Every kind: a series without a link would be judged on
     levels from separate runs, which the machine's drift moves. The pairs of an `ab
     --until-resolved` run are tested as a fixed sample (`compare_builds(fixed_sample=True)`):
     its confidence sequence is valid at any stopping time but, with the few pairs a clear
@@ -170,7 +170,10 @@ def link_rows(base: LoadedResults, new: LoadedResults) -> list[LinkRow]:
         base, new, force=True, min_effect=ab_min_effect).rows}
     out = []
     for r in comparison.rows:
-        if not (r.ratio > 0 and math.isfinite(r.ratio)) or not math.isfinite(r.p_value):
+        # A row its comparison could not test (no interval: one zygote a side for prep or
+        # compile, one value against one) makes no link; the levels judge its pair.
+        if not (r.ratio > 0 and math.isfinite(r.ratio)) or not math.isfinite(r.p_value) \
+                or math.isnan(r.ratio_low) or math.isnan(r.ratio_high):
             continue
         suffix = Kind(r.kind).suffix
         ab = said.get((str(r.kind), r.name))
