@@ -92,6 +92,16 @@ class _Ceiling:
         prior = self.prior_df
         return np.sqrt((own_df * own ** 2 + prior * self.scatter ** 2) / (own_df + prior))
 
+    def print_tail(self) -> None:
+        """Prints where the statistic's null puts one link in 10,000, beside the t
+        distribution the history's rule takes."""
+        from scipy.stats import t as student_t
+
+        df = self.pairs - 1 + self.prior_df
+        print(f"  the statistic's null: |t| beyond {np.quantile(self.null, 1 - 1e-4):.2f} in "
+              f"one of 10,000 links of no step; the t distribution with {df:g} degrees of "
+              f"freedom puts {float(student_t.isf(0.5e-4, df)):.2f} (with a year's scatter)")
+
     def estimate(self, logs: np.ndarray) -> stats.RatioEstimate:
         """The ceiling's estimate of one link of pair log ratios `logs`."""
         se = float(self._se(logs))
@@ -103,10 +113,9 @@ class _Ceiling:
                                    float(p), se, math.inf, "pairs", self.pairs, self.pairs)
 
 
-def section_links(args: argparse.Namespace) -> dict[str, Any]:
-    """Detection on links with resampled real noise (see the module docstring), by the
-    history's rule (`links.with_links`, then one false discovery family per night,
-    `changes.control_families`) and by the ceiling (`_Ceiling`) under the same control."""
+def _recorded_noise(args: argparse.Namespace) -> tuple[np.ndarray, np.ndarray]:
+    """The recorded runs' offsets (the median of each run's pair numbers) and pair noise
+    (every pair less its run's median), from `--ab-noise`, with the section's heading."""
     if not args.ab_noise:
         sys.exit("dashboard-bench: the links section needs --ab-noise DIR")
     runs = [args.link_noise_scale * np.array(r)
@@ -115,28 +124,30 @@ def section_links(args: argparse.Namespace) -> dict[str, Any]:
         sys.exit(f"dashboard-bench: no ab -o folder with two or more pairs under {args.ab_noise}")
     pool = np.concatenate(runs)
     offsets = np.array([np.median(r) for r in runs])
-    residuals = np.concatenate([r - np.median(r) for r in runs])
+    print(f"\n== links: {args.series} series x {args.link_builds} builds, {args.link_pairs} "
+          f"pairs per link: the offset of one of {len(runs)} recorded runs plus pair noise "
+          f"from their {len(pool)} pairs less their run's median, x "
+          f"{args.link_noise_scale:g} (pairs: sd of log {pool.std():.3f}, "
+          f"{np.mean(np.abs(pool) > 0.1):.1%} beyond 10 %; run medians {offsets.min():+.2%} "
+          f"to {offsets.max():+.2%}, sd {offsets.std():.2%}); one false discovery family per "
+          f"night; the scatter lends at most {args.link_prior_df:g} degrees of freedom ==")
+    return offsets, np.concatenate([r - np.median(r) for r in runs])
+
+
+def section_links(args: argparse.Namespace) -> dict[str, Any]:
+    """Detection on links with resampled real noise (see the module docstring), by the
+    history's rule (`links.with_links`, then one false discovery family per night,
+    `changes.control_families`) and by the ceiling (`_Ceiling`) under the same control."""
+    offsets, residuals = _recorded_noise(args)
     rng = np.random.default_rng(args.seed)
     n, builds = args.series, args.link_builds
-    print(f"\n== links: {n} series x {builds} builds, {args.link_pairs} pairs per link: the "
-          f"offset of one of {len(runs)} recorded runs plus pair noise from their {len(pool)} "
-          f"pairs less their run's median, x {args.link_noise_scale:g} (pairs: sd of log "
-          f"{pool.std():.3f}, {np.mean(np.abs(pool) > 0.1):.1%} beyond 10 %; run medians "
-          f"{offsets.min():+.2%} to {offsets.max():+.2%}, sd {offsets.std():.2%}); one false "
-          f"discovery family per night; the scatter lends at most {args.link_prior_df:g} "
-          "degrees of freedom ==")
     stored = [StoredBuild(i, f"b{i}", "", "m", "", False, "", "", {}, None, i)
               for i in range(builds)]
     all_series = [Series(SeriesKey("m", Kind.TIME, f"x/pt/fwd/{i}", "x", "pt", "fwd", str(i)),
                          tuple(SeriesPoint(b, CellStatus.OK, (1.0,), 1.0, 0.0, None)
                                for b in stored)) for i in range(n)]
     ceiling = _Ceiling(rng, offsets, residuals, args.link_pairs, args.link_prior_df)
-    df = args.link_pairs - 1 + args.link_prior_df
-    from scipy.stats import t as student_t
-
-    print(f"  the statistic's null: |t| beyond {np.quantile(ceiling.null, 1 - 1e-4):.2f} in one "
-          f"of 10,000 links of no step; the t distribution with {df:g} degrees of freedom "
-          f"puts {float(student_t.isf(0.5e-4, df)):.2f} (with a year's scatter)")
+    ceiling.print_tail()
     truth: dict[int, tuple[int, float] | None] = {}
     found, judged, ceiling_found = {}, {}, {}
     started = time.perf_counter()
