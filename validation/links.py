@@ -182,6 +182,12 @@ def section_links(args: argparse.Namespace) -> dict[str, Any]:
     return {**ours, "ceiling": top, "matched_ceiling": matched}
 
 
+def _is_planted(change: Change, planted: tuple[int, float] | None) -> bool:
+    """Whether `change` is the planted step of its series, at its build and direction."""
+    return planted is not None and change.after == planted[0] \
+        and (change.kind == "slower") == (planted[1] > 1)
+
+
 def _matched_ceiling(all_series: list[Series], found: dict[int, list[Change]],
                      truth: dict[int, tuple[int, float] | None], false_allowed: int,
                      builds: int) -> dict[str, Any]:
@@ -192,9 +198,8 @@ def _matched_ceiling(all_series: list[Series], found: dict[int, list[Change]],
     while True:
         kept, _ = changes.control_families(all_series, found,
                                            {i: range(1, builds) for i in found}, fdr=level)
-        false = sum(1 for i, cs in kept.items() for c in cs if c.is_step and not (
-            truth[i] and c.after == truth[i][0]  # type: ignore[index]
-            and (c.kind == "slower") == (truth[i][1] > 1)))  # type: ignore[index]
+        false = sum(1 for i, cs in kept.items() for c in cs
+                    if c.is_step and not _is_planted(c, truth[i]))
         if false <= false_allowed or level < 1e-6:
             break
         level /= 2
@@ -229,8 +234,7 @@ def links_summary(truth: dict[int, tuple[int, float] | None], kept: dict[int, li
     for i, series_changes in kept.items():
         planted = truth[i]
         steps = [c for c in series_changes if c.is_step]
-        right = [c for c in steps if planted and c.after == planted[0]
-                 and (c.kind == "slower") == (planted[1] > 1)]
+        right = [c for c in steps if _is_planted(c, planted)]
         false += len(steps) - len(right)
         quiet_false += 0 if planted else len(steps)
         if planted:
