@@ -155,7 +155,7 @@ def _agreement(paths: list[str], changes: list[Any]) -> tuple[int, int, int]:
         if not os.path.isdir(path):
             continue
         folder = links.read_ab_folder(path)
-        min_effect = float(folder.new.metadata.get("lockstep_min_effect", 0.05))
+        min_effect = links.recorded_min_effect(folder.new)
         for r in kscperf.compare_builds(folder.base, folder.new, min_effect=min_effect,
                                         force=True).rows:
             if r.verdict.value not in ("slower", "faster"):

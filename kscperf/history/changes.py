@@ -175,8 +175,7 @@ def _sight(s: Series, points: Sequence[Any],
 
     linked = class_links.get((str(s.key.kind), s.key.benchmark))
     if linked:
-        return links.link_detectable(list(linked.values()), single_shot=s.key.kind is not None
-                                     and Kind(s.key.kind).is_single_shot)
+        return links.link_detectable(list(linked.values()), single_shot=s.key.single_shot)
     return changepoints.detectable_step(points)
 
 
@@ -270,27 +269,24 @@ def control_families(all_series: Sequence[Series], found: dict[int, list[Any]],
     steps of lockstep links are one family per night (machine class and new build), each
     link of that night one test, as the night's `ab` treats its benchmarks.
     docs/changepoints.md, "One family per night", says why."""
+    # Each key of a family (a series' levels, or one link) is one test: `control_fdr`'s
+    # count when it is given none.
     families: dict[tuple[Any, ...], dict[tuple[int, int], list[Any]]] = {}
-    tests: dict[tuple[Any, ...], dict[tuple[int, int], int]] = {}
     for i, changes in found.items():
         families.setdefault(_LEVELS_FAMILY, {})[(i, -1)] = [
             c for c in changes if not _is_link_step(c)]
-        tests.setdefault(_LEVELS_FAMILY, {})[(i, -1)] = 1
         for position in linked[i]:
-            night = _night(all_series[i], position)
-            families.setdefault(night, {})[(i, position)] = [
+            families.setdefault(_night(all_series[i], position), {})[(i, position)] = [
                 c for c in changes if _is_link_step(c) and c.after == position]
-            tests.setdefault(night, {})[(i, position)] = 1
     from kscperf.stats import changepoints
 
     kept: dict[int, list[Any]] = {i: [] for i in found}
-    for family, per_key in families.items():
-        for (i, _), changes in changepoints.control_fdr(per_key, fdr=fdr,
-                                                        tests=tests[family]).items():
+    for per_key in families.values():
+        for (i, _), changes in changepoints.control_fdr(per_key, fdr=fdr).items():
             kept[i].extend(changes)
     for i in kept:
         kept[i].sort(key=lambda c: (c.after, c.kind))
-    return kept, {family: len(t) for family, t in tests.items()}
+    return kept, {family: len(per_key) for family, per_key in families.items()}
 
 
 def _with_ab_said(s: Series, listed: list[HistoryChange], judged: dict[int, links.LinkTest],
@@ -354,17 +350,16 @@ def _why_not_listed(s: Series, test: links.LinkTest, night_tests: int,
     before, after = s.points[test.position - 1].status, s.points[test.position].status
     if before != CellStatus.OK or after != CellStatus.OK:
         return f"{said}; the status changed ({before} -> {after}), a status event{note}"
-    single_shot = s.key.kind is not None and Kind(s.key.kind).is_single_shot
+    single_shot = s.key.single_shot
     scatter = f"its series' scatter of links ({test.scatter:.2%} from {test.scatter_links} links)"
     held = (f"tested on its {link.n_pairs} pairs, " if not math.isfinite(test.scatter) else
             f"held to the larger of its {link.n_pairs} pairs' spread and {scatter}, "
             if single_shot else f"held to {scatter} as well as its {link.n_pairs} pairs, ")
-    if test.transient:
+    if test.persisted is False:
         return (f"{said}; {held}the history's test gives p {est.p_value:.3g}, but the levels "
                 f"of the builds from it on did not follow it, as a {s.key.kind} step must "
                 f"(a single-shot kind's one-night offset){note}")
-    if single_shot and test.direction != 0 and links.persists(
-            s, test.position, math.log(link.ratio)) is None:
+    if test.persisted is None:
         return (f"{said}; {held}the history's test gives p {est.p_value:.3g}; a {s.key.kind} "
                 f"step must persist in the levels of the builds from it on, and "
                 f"{links.PERSIST_BUILDS} are needed: the next builds will say{note}")
@@ -464,7 +459,7 @@ def _history_change(s: Series, ch: Any, machine_speed: bool = False) -> HistoryC
         parts = [_environment_difference(before.build, after.build)]
         parts += [MACHINE_SPEED_DETAIL] if machine_speed else []
         detail = "; ".join(p for p in parts if p)
-    elif ch.kind in (ChangeKind.UNSETTLED, ChangeKind.AB_ONLY):
+    elif ch.kind == ChangeKind.UNSETTLED:
         detail = ch.detail
     return HistoryChange(s.key, ch, before.build, after.build, before.status, after.status,
                          detail)

@@ -41,7 +41,7 @@ from kscperf.results.files import LoadedResults, load_results
 from kscperf.stats import core as stats
 
 __all__ = ["LINKS_DIR", "LINK_DETAIL", "LINKS_SCHEMA", "AbFolder", "LinkRow", "Link",
-           "read_ab_folder", "link_rows", "environment_change", "insert_links",
+           "read_ab_folder", "link_rows", "recorded_min_effect", "environment_change", "insert_links",
            "base_build_id", "stage_link", "index_stored_links",
            "class_links", "link_scatter", "scatter_df", "tested_estimate", "LinkTest",
            "link_detectable", "link_changes", "TimelinePoint", "chained_timeline"]
@@ -165,7 +165,7 @@ def link_rows(base: LoadedResults, new: LoadedResults) -> list[LinkRow]:
     from kscperf.compare import builds as compare
 
     comparison = compare.compare_builds(base, new, force=True, fixed_sample=True)
-    ab_min_effect = _recorded_min_effect(new)
+    ab_min_effect = recorded_min_effect(new)
     said = {(str(r.kind), r.name): r for r in compare.compare_builds(
         base, new, force=True, min_effect=ab_min_effect).rows}
     out = []
@@ -186,7 +186,7 @@ def link_rows(base: LoadedResults, new: LoadedResults) -> list[LinkRow]:
     return sorted(out, key=lambda row: (row.kind, row.benchmark))
 
 
-def _recorded_min_effect(new: LoadedResults) -> float:
+def recorded_min_effect(new: LoadedResults) -> float:
     """The minimum effect the `ab` run of `new` ran at (its metadata), else the default."""
     try:
         value = float(new.metadata.get("lockstep_min_effect", stats.DEFAULT_MIN_EFFECT))
@@ -383,7 +383,7 @@ def tested_estimate(link: Link, scatter: float, links_used: int, *,
         variance = (own_df * link.se_log ** 2 + sdf * scatter ** 2) / (own_df + sdf)
         se, df = math.sqrt(variance), own_df + sdf
     elif scatter > link.se_log:
-        se, df = scatter, MAD_EFFICIENCY * max(links_used - 1, 0)
+        se, df = scatter, scatter_df(links_used, math.inf)
     else:
         return own
     return stats.t_estimate(link.ratio, se, df, stats.ALPHA, link.method, link.n_pairs,
@@ -439,7 +439,9 @@ class LinkTest:
     estimate it tested (`tested_estimate`), the scatter of the series' links (NaN when too
     few) and how many links it came from, and the direction of the step it makes by
     `changepoints.step_direction` before any false discovery control (+1, -1, 0; 0 also
-    for an environment event, a status change, or a `transient` single-shot step)."""
+    for an environment event, a status change, or a single-shot step its levels did not
+    follow); `persisted`, for a single-shot step, what `persists` said (None: too few
+    builds follow it yet)."""
 
     position: int
     link: Link
@@ -447,8 +449,7 @@ class LinkTest:
     scatter: float
     scatter_links: int
     direction: int
-    # A single-shot step that its levels did not follow (`persists`).
-    transient: bool = False
+    persisted: bool | None = True
 
 
 def link_changes(series: Series, links: dict[int, Link], *,
@@ -474,7 +475,7 @@ def link_changes(series: Series, links: dict[int, Link], *,
     by_position = _series_links(series, links)
     scatter = link_scatter(list(by_position.values()))
     used = _scatter_links(list(by_position.values()))
-    single_shot = series.key.kind is not None and Kind(series.key.kind).is_single_shot
+    single_shot = series.key.single_shot
     for i, link in sorted(by_position.items()):
         if not link.environment and not link.se_log < _UNBOUNDED_SE:
             # A night whose comparison could not be tested (one zygote a side for a
@@ -497,8 +498,9 @@ def link_changes(series: Series, links: dict[int, Link], *,
             # its level steps must; unconfirmed, it waits for the builds after it.
             held = persists(series, i, math.log(link.ratio)) if single_shot else True
             if held is False:
-                judged[i] = dataclasses.replace(judged[i], direction=0, transient=True)
+                judged[i] = dataclasses.replace(judged[i], direction=0, persisted=False)
                 continue
+            judged[i] = dataclasses.replace(judged[i], persisted=held)
             changes.append(Change("slower" if direction > 0 else "faster", i - 1, i,
                                   link.ratio, estimate.low, estimate.high, estimate.p_value,
                                   LINK_DETAIL, confirmed=bool(held), min_effect=min_effect))

@@ -78,6 +78,12 @@ class SeriesKey:
         """`model/tool/task`."""
         return cell_name(self.model, self.tool, self.task)
 
+    @property
+    def single_shot(self) -> bool:
+        """Whether its kind is measured once per process (`Kind.is_single_shot`: compile,
+        prep, memory); False for the key of merged environment events."""
+        return self.kind is not None and Kind(self.kind).is_single_shot
+
 
 @dataclass(frozen=True)
 class SeriesPoint:

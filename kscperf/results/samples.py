@@ -216,6 +216,7 @@ def _zygote_values(loaded: LoadedResults) -> dict[str, tuple[tuple[float, ...], 
             return
         if not isinstance(zygote, str) or not zygote:
             grouped[name] = None
+            return
         groups = grouped.setdefault(name, {})
         if groups is not None:
             groups.setdefault(zygote, []).append(float(value))

@@ -145,10 +145,7 @@ def process_level(runs: Sequence[Sequence[float]]) -> float:
     processes: the geometric mean of its per-process medians (`process_medians`), so that
     the ratio of two levels is exactly the ratio the Welch test on their logs is about; NaN
     without a usable value."""
-    medians = process_medians(runs)
-    if not medians:
-        return math.nan
-    return math.exp(math.fsum(math.log(v) for v in medians) / len(medians))
+    return geometric_mean(process_medians(runs))
 
 
 def ratio_of_medians(base: Sequence[float], new: Sequence[float]) -> float:
@@ -251,8 +248,9 @@ def compare_samples(base_runs: Sequence[Sequence[float]], new_runs: Sequence[Seq
     if not pooled_b or not pooled_n:
         return _nan_estimate("none", len(pooled_b), len(pooled_n))
     if len(base) >= MIN_PROCESSES and len(new) >= MIN_PROCESSES:
-        return _welch_on_process_medians(process_level(new) / process_level(base),
-                                         process_medians(base), process_medians(new), alpha)
+        medians_b, medians_n = process_medians(base), process_medians(new)
+        return _welch_on_process_medians(geometric_mean(medians_n) / geometric_mean(medians_b),
+                                         medians_b, medians_n, alpha)
     ratio = statistics.median(pooled_n) / statistics.median(pooled_b)
     return _pooled(ratio, pooled_b, pooled_n, alpha)
 
