@@ -16,20 +16,22 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping, Sequence
 
+from kscperf.bisect.drive import BisectInterrupted
 from kscperf.compare import builds as _compare
 from kscperf.errors import KscperfError
 from kscperf.orchestrator.resolve import OnLook
 from kscperf.orchestrator.session import Build, OnProgress, RunConfig, SessionResult, prepare_session
-from kscperf.paths import DEFAULT_STORE
+from kscperf.paths import BISECT_CACHE, DEFAULT_STORE
 from kscperf.results import fileio as _fileio, merge as _merge
 from kscperf.results import files as _results
+from kscperf.stats import bisection as _bisection
 from kscperf.stats.core import DEFAULT_MIN_EFFECT
 from kscperf.views import report as _report
 
 __all__ = ["run", "run_checks", "run_ab", "load", "compare_builds", "write_report",
            "merge_shards", "history_add", "history_rebuild", "history_changes",
-           "history_check", "build_dashboard", "DEFAULT_STORE", "Build", "RunConfig",
-           "SessionResult"]
+           "history_check", "build_dashboard", "bisect", "BisectInterrupted", "DEFAULT_STORE",
+           "Build", "RunConfig", "SessionResult"]
 
 
 ResultsLike = str | _results.LoadedResults
@@ -199,3 +201,29 @@ def build_dashboard(store: str = DEFAULT_STORE, output: str = "dashboard", *,
 
     with history.open_store(store) as opened:
         return dashboard.write_dashboard(opened, output, min_effect=min_effect)
+
+
+def bisect(config: RunConfig | str, *, good: str, bad: str, repo: str | None = None,
+           builds_file: str | None = None, cache_dir: str = BISECT_CACHE,
+           build_cmd: str | None = None, python: str | None = None,
+           env: Sequence[tuple[str, str]] = (), error: float = _bisection.DEFAULT_ERROR,
+           max_pairs: int = _bisection.DEFAULT_MAX_PAIRS, resume: bool = False,
+           on_event: Any = None, **settings: Any) -> Any:
+    """The commit that made the step between `good` and `bad` (docs/method.md, "Bisecting a
+    step"): in the git repository `repo`, each commit checked out under `cache_dir` and
+    built with `build_cmd`, its workers run by `python` (relative to the checkout or
+    absolute) with `env` (where `{checkout}` is the checkout); or between two labels of a
+    `builds_file`. `config` is a `RunConfig` (paths relative to the repository are read from
+    each checkout), or one definition path with `settings` as `run` takes them. Returns a
+    `bisect.drive.BisectResult` (`verdict` culprit, not-reproduced or range). Raises
+    KscperfError for bad input, and BisectInterrupted on Ctrl-C with the finished
+    comparisons kept for `resume=True`; `on_event` is told of each step's progress."""
+    from kscperf.bisect import builds, drive
+
+    if isinstance(config, str):
+        config = _config((config,), settings)
+    request = drive.BisectRequest(
+        good=good, bad=bad, config=config, cache_dir=cache_dir, repo=repo,
+        builds_file=builds_file, recipe=builds.BuildRecipe(build_cmd, python, tuple(env)),
+        error=error, max_pairs=max_pairs, resume=resume)
+    return drive.run_bisect(request, on_event)

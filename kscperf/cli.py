@@ -17,15 +17,16 @@ import sys
 from typing import Any, Callable, Sequence
 
 from kscperf import __version__
-from kscperf.errors import CellStatus, KscperfError
-from kscperf.paths import DEFAULT_STORE, RESULTS_DIR
+from kscperf.errors import KscperfError
+from kscperf.paths import BISECT_CACHE, DEFAULT_STORE, RESULTS_DIR
 from kscperf.spec import COMPILE_CACHES, ISOLATIONS, WorkerSettings
+from kscperf.stats.bisection import DEFAULT_ERROR as DEFAULT_BISECT_ERROR, DEFAULT_MAX_PAIRS
 from kscperf.stats.core import DEFAULT_MIN_EFFECT
 
 __all__ = ["main", "build_parser"]
 
 SUBCOMMANDS = ("run", "ab", "list", "check", "compare", "report", "merge", "history",
-               "dashboard")
+               "dashboard", "bisect")
 
 # The defaults of the options that set a run's worker settings: their one source.
 _WORKER = WorkerSettings()
@@ -227,7 +228,42 @@ def build_parser() -> argparse.ArgumentParser:
     mrg.add_argument("--allow-partial", action="store_true",
                      help="merge even with shards missing; the result is marked incomplete")
     _add_history(sub)
+    _add_bisect(sub)
     return parser
+
+
+def _add_bisect(sub: Any) -> None:
+    bis = sub.add_parser("bisect", help="find the commit of a step between two builds",
+                         description="Confirm the step between GOOD and BAD in lockstep, "
+                         "probe commits between them until each part of it lies at one "
+                         "commit (or a stretch that cannot be built), verify each culprit "
+                         "against its parent (docs/method.md, 'Bisecting a step').")
+    _add_selection(bis)
+    _add_execution(bis)
+    _add_timing(bis)
+    bis.add_argument("--repo", metavar="DIR", help="the git repository of the code under test")
+    bis.add_argument("--builds", dest="builds_file", metavar="FILE",
+                     help="instead of --repo: ready environments, 'LABEL PYTHON' per line")
+    bis.add_argument("--good", required=True, metavar="COMMIT", help="the build before the step")
+    bis.add_argument("--bad", required=True, metavar="COMMIT", help="the build after it")
+    bis.add_argument("--cache", dest="cache_dir", default=BISECT_CACHE, metavar="DIR",
+                     help="worktrees, builds and state, kept between bisects "
+                          "(default %(default)s)")
+    bis.add_argument("--build-cmd", metavar="CMD",
+                     help="run in each checkout; a commit whose command fails is untestable")
+    bis.add_argument("--python", metavar="PYTHON", help="the workers' Python, relative to the "
+                     "checkout or absolute (default: this one)")
+    bis.add_argument("--env", action="append", default=[], type=_env_assignment,
+                     metavar="NAME=VALUE", help="a variable for the workers and the build; "
+                     "{checkout} is the commit's checkout (repeatable)")
+    bis.add_argument("--error", type=_positive_float, default=DEFAULT_BISECT_ERROR,
+                     help="the chance of a wrong culprit allowed (default %(default)g)")
+    bis.add_argument("--max-pairs", type=_positive_int, default=DEFAULT_MAX_PAIRS,
+                     help="pairs a probe adds before it says can't-tell (default %(default)d)")
+    bis.add_argument("--resume", action="store_true",
+                     help="go on from the state an interrupted bisect of this range kept")
+    _add_format(bis)
+    bis.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
 
 def _add_store(p: argparse.ArgumentParser) -> None:
@@ -287,54 +323,13 @@ def _err(text: str) -> None:
     print(safe_text(text), file=sys.stderr, flush=True)
 
 
-def _progress_printer(quiet: bool) -> Callable[[Any, str], None] | None:
-    from kscperf.views.formatting import format_seconds, safe_text
+def _printer(quiet: bool, view: str) -> Callable[..., None] | None:
+    """None when `quiet`, else a callback printing `kscperf.views.progress.<view>` of what
+    it is told to standard error."""
+    from kscperf.views import progress
 
-    def show(p: Any, label: str) -> None:
-        eta = f" ETA {format_seconds(p.eta_s)}" if p.eta_s is not None and p.done < p.total else ""
-        status = p.result.worst_status()
-        reason = ""
-        if status is not CellStatus.OK:
-            bad = next((c for c in p.result.configs if c.status == status), None)
-            reason = (": " + (bad.reason if bad else p.result.reason))[:160]
-        wall = f" {format_seconds(p.result.wall_s)}" if p.result.wall_s else ""
-        prefix = f"{label}: " if label else ""
-        print(safe_text(f"[{p.done}/{p.total}{eta}] {prefix}{p.cell.name} "
-                        f"#{p.process_index + 1} {status.value}{wall}{reason}"),
-              file=sys.stderr, flush=True)
-
-    return None if quiet else show
-
-
-# What each phase a worker notes reads as in a progress line.
-_PHASE_WORDS = {"import": "importing", "configs": "making configs", "compile": "compiling",
-                "prep": "getting ready", "check": "checking",
-                "run": "timing", "recheck": "checking again", "teardown": "tearing down"}
-
-
-def _running_printer(quiet: bool) -> Callable[[Any], None] | None:
-    from kscperf.names import split_device
-    from kscperf.views.formatting import format_seconds, safe_text
-
-    def show(r: Any) -> None:
-        what = _PHASE_WORDS.get(r.phase, r.phase or "starting")
-        if r.phase == "prep" and split_device(r.cell.tool)[0] == "compiled":
-            what = "compiling"  # torch.compile compiles each new config on its first call
-        where = f" config {r.config}" + (f" ({r.position})" if r.position else "") \
-            if r.config else ""
-        eta = f" ETA {format_seconds(r.eta_s)}" if r.eta_s is not None else ""
-        print(safe_text(f"[{r.done}/{r.total}{eta}] {r.cell.name} #{r.process_index + 1} "
-                        f"running {format_seconds(r.running_s)}: {what}{where}"),
-              file=sys.stderr, flush=True)
-
-    return None if quiet else show
-
-
-def _look_printer(quiet: bool) -> Callable[[Any], None] | None:
-    from kscperf.views.formatting import format_look
-
-    def show(look: Any) -> None:
-        print(format_look(look), file=sys.stderr, flush=True)
+    def show(*told: Any) -> None:
+        print(getattr(progress, view)(*told), file=sys.stderr, flush=True)
 
     return None if quiet else show
 
@@ -412,7 +407,8 @@ def _run_one_build(args: argparse.Namespace, check_only: bool, build: Any,
                    **options: Any) -> tuple[Any, int | None]:
     """Run one build; the result, and the exit status when the run was interrupted."""
     session = _prepared(args, _config(args, check_only), [build], **options)
-    result = session.run(_progress_printer(args.quiet), on_running=_running_printer(args.quiet))
+    result = session.run(_printer(args.quiet, "format_progress"),
+                         on_running=_printer(args.quiet, "format_running"))
     output = result.outputs[0]
     if result.interrupted:
         if output:
@@ -463,7 +459,8 @@ def cmd_ab(args: argparse.Namespace) -> int:
               api.Build(label=args.new_build, python=args.new_python, env=tuple(args.new_env))]
     session = _prepared(args, _config(args), builds, replace=args.replace,
                         output_dir=args.output_dir)
-    result = session.run(_progress_printer(args.quiet), _look_printer(args.quiet))
+    result = session.run(_printer(args.quiet, "format_progress"),
+                         _printer(args.quiet, "format_look"))
     written = " and ".join(result.outputs)
     if result.interrupted:
         _err(f"interrupted: wrote what both builds measured so far to {written}, marked "
@@ -481,6 +478,27 @@ def cmd_ab(args: argparse.Namespace) -> int:
     if args.report:
         _err(f"wrote {api.write_report(result.loaded, args.report)}")
     return int(result.exit_status(args.fail_on_regression and comparison.has_regression))
+
+
+_BISECT_OPTIONS = ("good", "bad", "repo", "builds_file", "cache_dir", "build_cmd", "python",
+                   "error", "max_pairs", "resume")
+
+
+def cmd_bisect(args: argparse.Namespace) -> int:
+    """`bisect`: the culprit of a step, printed as a table, markdown or JSON."""
+    from kscperf import api
+    from kscperf.views.bisecttext import format_bisect, format_bisect_event
+
+    try:
+        given = {name: getattr(args, name) for name in _BISECT_OPTIONS}
+        result = api.bisect(_config(args), env=tuple(args.env), **given, on_event=None
+                            if args.quiet else lambda e: _err(format_bisect_event(e)))
+    except api.BisectInterrupted as stop:
+        _err(f"interrupted: {stop.finished} finished comparisons kept in {stop.state_path}; "
+             "go on with the same command and --resume")
+        return 130
+    print(format_bisect(result, args.format))
+    return 0
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -548,7 +566,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "run": cmd_run, "ab": cmd_ab, "list": cmd_list, "check": cmd_check, "compare": cmd_compare,
     "report": cmd_report, "merge": cmd_merge, "history": cmd_history,
-    "dashboard": cmd_dashboard,
+    "dashboard": cmd_dashboard, "bisect": cmd_bisect,
 }
 
 

@@ -8,6 +8,7 @@ resuming, and progress with an ETA. Launching is `launch`'s and reading a worker
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tempfile
@@ -23,7 +24,7 @@ from kscperf.orchestrator.outcome import classify_outcome, skipped_result
 from kscperf.plan.cells import PlannedCell
 from kscperf.spec import CellResult, CellSpec, TimingProfile, WorkerSettings
 
-__all__ = ["RunOptions", "Progress", "OnResult", "MoreRounds", "run_cells",
+__all__ = ["RunOptions", "Progress", "OnResult", "MoreRounds", "ModuleRoot", "run_cells",
            "run_cells_lockstep"]
 
 # A worker's clock runs on while it waits for its partner's turns: twice the time, so that a
@@ -61,6 +62,18 @@ OnResult = Callable[[int, Progress], None]
 # Asked, once the rounds given are done and after each further round, for the next one:
 # (process index, cell) pairs; empty ends the run (`ab --until-resolved`).
 MoreRounds = Callable[[], list[tuple[int, PlannedCell]]]
+
+# (the root the cells were planned from, the root one build reads its modules from), or ().
+ModuleRoot = tuple[str, ...]
+
+
+def _rerooted(path: str, planned_root: str, own_root: str) -> str:
+    """`path` moved from under `planned_root` to the same place under `own_root`; a path
+    outside `planned_root` (an absolute PATH, the same for every build) is kept."""
+    rel = os.path.relpath(path, planned_root)
+    if rel == os.pardir or rel.startswith(os.pardir + os.sep):
+        return path
+    return os.path.join(own_root, rel)
 
 
 def _timeout_for(cell: PlannedCell, options: RunOptions) -> float | None:
@@ -188,7 +201,8 @@ def run_cells(rounds: list[tuple[int, PlannedCell]], options: RunOptions, launch
 def run_cells_lockstep(rounds: list[tuple[int, PlannedCell]], options: RunOptions,
                        launchers: tuple[Launcher, Launcher], *,
                        on_result: OnResult | None = None, more: MoreRounds | None = None,
-                       fresh_zygotes: bool = False
+                       fresh_zygotes: bool = False,
+                       module_roots: tuple[ModuleRoot, ModuleRoot] = ((), ())
                        ) -> tuple[list[CellResult], list[CellResult]]:
     """Run every (process index, cell) of `rounds` in two builds at once, one launcher per
     build: the two workers of a pair take turns, one timed value each, so that both builds
@@ -200,7 +214,10 @@ def run_cells_lockstep(rounds: list[tuple[int, PlannedCell]], options: RunOption
     once the pairs since the last start took at least as long as that start did: every
     worker of a zygote inherits its memory layout, which can make one build of an A/A pair
     a few percent faster for a whole run, and fresh zygotes turn that into noise that varies
-    between pairs, at no more than half the wall time (docs/method.md, "Fresh zygotes")."""
+    between pairs, at no more than half the wall time (docs/method.md, "Fresh zygotes").
+    `module_roots` gives each build's (planned root, own root): a definition module under
+    the planned root is read by that build's workers from the same place under its own
+    (`bisect`: each commit's checkout holds its own benchmark module)."""
     loops: tuple[_Loops, _Loops] = ({}, {})
     t0 = time.perf_counter()
     for launcher in launchers:
@@ -219,7 +236,7 @@ def run_cells_lockstep(rounds: list[tuple[int, PlannedCell]], options: RunOption
         zygotes[0] = process_index
         t_pair = time.perf_counter()
         pair = _run_pair(launchers, cell, process_index, options, loops, stem,
-                         first=process_index % 2)
+                         first=process_index % 2, module_roots=module_roots)
         zygotes[2] += time.perf_counter() - t_pair
         return pair
 
@@ -240,7 +257,8 @@ def _restart(launchers: tuple[Launcher, Launcher]) -> None:
 
 def _run_pair(launchers: tuple[Launcher, Launcher], cell: PlannedCell, process_index: int,
               options: RunOptions, loops: tuple[_Loops, _Loops], stem: str,
-              first: int) -> tuple[CellResult, CellResult]:
+              first: int, module_roots: tuple[ModuleRoot, ModuleRoot] = ((), ())
+              ) -> tuple[CellResult, CellResult]:
     """One cell's process `process_index` in both builds at once, taking turns: side
     `first` starts with the turn. Each side is told when the other has ended."""
     pipes = TurnPipes(stem)
@@ -251,6 +269,9 @@ def _run_pair(launchers: tuple[Launcher, Launcher], cell: PlannedCell, process_i
         try:
             spec = _cell_spec(cell, process_index, options, loops[i],
                               turns=pipes.worker_turns(i))
+            if module_roots[i]:
+                spec = dataclasses.replace(spec, module_path=_rerooted(spec.module_path,
+                                                                       *module_roots[i]))
             results[i] = _launch_cell(launchers[i], cell, spec, f"{stem}.{i}", options,
                                       timeout_factor=_LOCKSTEP_TIMEOUT_FACTOR)
         finally:

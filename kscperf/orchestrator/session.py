@@ -43,11 +43,14 @@ from kscperf.spec import PROFILES, CellResult, TimingProfile, WorkerSettings
 from kscperf.stats.core import DEFAULT_MIN_EFFECT
 
 __all__ = ["RunConfig", "Build", "Selection", "Session", "SessionResult", "select_cells",
-           "prepare_session", "shipped_bench_defs", "OnProgress"]
+           "prepare_session", "shipped_bench_defs", "OnProgress", "StoppingRule"]
 
 _PARTIAL_WRITE_INTERVAL_S = 10.0
 # Told, after each worker, its progress and the label of its build ("" for a single build).
 OnProgress = Callable[[schedule.Progress, str], None]
+# Given the planned cells and each build's results so far, the source of further rounds.
+StoppingRule = Callable[[Sequence[plan.PlannedCell], Sequence[list[CellResult]]],
+                        schedule.MoreRounds]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -108,13 +111,16 @@ class RunConfig(WorkerSettings):
 class Build:
     """One build under test: its label (None: the git commit of the working directory,
     with -dirty, else a timestamp), the Python that runs its workers, their extra
-    environment variables, and its results file (None: results/<label>.json, or no file
-    for a check-only run)."""
+    environment variables, its results file (None: results/<label>.json, or no file
+    for a check-only run), and in lockstep where it reads the definition modules from."""
 
     label: str | None = None
     python: str = sys.executable
     env: tuple[tuple[str, str], ...] = ()
     output: str | None = None
+    # In lockstep: (the root the cells were planned from, this build's own root), when
+    # this build reads the definition modules under that root from its own copy (bisect).
+    module_root: schedule.ModuleRoot = ()
 
 
 @dataclass(frozen=True)
@@ -239,14 +245,16 @@ class Session:
 
     def run(self, on_progress: OnProgress | None = None,
             on_look: OnLook | None = None,
-            on_running: OnRunning | None = None) -> SessionResult:
+            on_running: OnRunning | None = None,
+            stopping: StoppingRule | None = None) -> SessionResult:
         """Run every worker, write each build's results file (partial ones along the way,
         marked incomplete), and return what was done. Ctrl-C and SIGTERM stop the run
         after writing what was measured (`interrupted`); an OSError does too, then raises
         KscperfError saying so. With `until_resolved`, pairs are added after the profile's
         until every cell is resolved or the budget is spent, `on_look` told after each
         round. `on_running` is told every few seconds what the running worker is doing
-        (not in lockstep)."""
+        (not in lockstep). In lockstep, `stopping` (given the cells and the results gathered
+        so far, appended to as workers end) is another source of further rounds."""
         rounds = plan.plan_rounds(self.selection.cells, self.profile.processes)
         gathered: list[list[CellResult]] = [[] for _ in self.builds]
         if not self.lockstep:
@@ -261,7 +269,9 @@ class Session:
             writer.maybe_write()
 
         more = None
-        if self.lockstep and self.config.until_resolved:
+        if self.lockstep and stopping is not None:
+            more = stopping(self.selection.cells, gathered)
+        elif self.lockstep and self.config.until_resolved:
             more = Resolver(self.selection.cells, gathered, min_effect=self.config.min_effect,
                             budget_s=self.config.budget_s, on_look=on_look).more
         with _sigterm_interrupts():
@@ -315,7 +325,9 @@ class Session:
         if self.lockstep:
             schedule.run_cells_lockstep(rounds, options, (launchers[0], launchers[1]),
                                         on_result=on_result, more=more,
-                                        fresh_zygotes=self.config.until_resolved)
+                                        fresh_zygotes=self.config.until_resolved,
+                                        module_roots=(self.builds[0].module_root,
+                                                      self.builds[1].module_root))
         else:
             schedule.run_cells(rounds, options, launchers[0], on_result=on_result,
                                on_running=on_running, prior=self.prior)
@@ -426,7 +438,7 @@ def _checked_lockstep_builds(builds: Sequence[Build]) -> list[Build]:
     for role, build in zip(("base", "new"), builds):
         python = resolve_python(build.python, f"--{role}-python")
         label = role if build.label is None else build.label
-        checked.append(Build(label, python, build.env, build.output))
+        checked.append(dataclasses.replace(build, label=label, python=python))
     if checked[0].label == checked[1].label:
         raise KscperfError(f"both builds are labelled {checked[0].label!r}; give --base-build "
                            "and --new-build different labels.")
@@ -447,7 +459,7 @@ def _lockstep_session(config: RunConfig, builds: Sequence[Build], replace: bool,
     selection = select_cells(config)
     profile_name, profile = config.timing_profile()
     out_dir = output_dir or os.path.join(RESULTS_DIR, time.strftime("ab-%Y%m%d-%H%M%S"))
-    builds = [Build(b.label, b.python, b.env, os.path.join(out_dir, f"{b.label}.json"))
+    builds = [dataclasses.replace(b, output=os.path.join(out_dir, f"{b.label}.json"))
               for b in builds]
     for b in builds:
         assert b.output is not None

@@ -14,7 +14,7 @@ import json
 import math
 import re
 import textwrap
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kscperf.compare.builds import Comparison, ComparisonRow, GeoMean, MachineCheck, Verdict
 from kscperf.stats import core as stats, machine
@@ -26,12 +26,8 @@ from kscperf.results.samples import BuildRow, CellView
 from kscperf.views.textunits import align_columns as align_table
 from kscperf.views.textunits import format_seconds, safe_text
 
-if TYPE_CHECKING:
-    from kscperf.orchestrator.resolve import Look
-
 __all__ = [
     "safe_text",
-    "format_look",
     "format_seconds",
     "format_bytes",
     "format_ratio",
@@ -552,21 +548,3 @@ def format_comparison(comparison: Comparison, fmt: str = "table", *,
         return _format_json(comparison, only_changed)
     raise ValueError(f"unknown comparison format {fmt!r}; expected one of {COMPARISON_FORMATS}")
 
-
-def format_look(look: Look) -> str:
-    """One look of `ab --until-resolved` (`kscperf.orchestrator.resolve.Look`) as progress lines: how
-    many benchmarks are resolved, the time left, then each open one with its ratio, its
-    interval, its pairs and the detectable effect they reached."""
-    if look.next_pairs:
-        then = f"next round {look.next_pairs} pair{'s' if look.next_pairs != 1 else ''}"
-    elif look.open:
-        then = "the budget allows no further pair: stopping"
-    else:
-        then = "all resolved: stopping"
-    lines = [f"until resolved: {look.resolved} of {look.benchmarks} benchmarks resolved, "
-             f"{format_seconds(look.time_left_s)} of {format_seconds(look.budget_s)} "
-             f"left; {then}"]
-    lines += [safe_text(f"  open {b.name} {format_ratio(b.ratio)} "
-                        f"{format_interval(b.low, b.high)} after {b.pairs} pairs "
-                        f"(detectable {format_percent(b.detectable)})") for b in look.open]
-    return "\n".join(lines)

@@ -1,0 +1,417 @@
+"""Driving a bisect: the lockstep comparisons of a range's commits, one orchestrator
+session each, from confirmation through probes to verification, with the state that a
+bisect resumes from.
+
+Every comparison pairs two environments value by value, as `ab` does, and reads one number
+per process pair: the mean over the selected benchmarks of their pair numbers
+(`stats.paired_log_ratios`), so a cell with several configs is bisected on the geometric
+mean of their ratios. Pairs are added round by round until the comparison's own rule
+decides or its cap is reached. Each finished comparison's numbers go to the state file at
+once; a resumed bisect replays them instead of running them again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from kscperf.bisect import builds as _builds
+from kscperf.bisect.builds import Commit, Environment
+from kscperf.bisect.pairs import Compared, run_comparison
+from kscperf.bisect.search import Found, search_range
+from kscperf.errors import KscperfError
+from kscperf.orchestrator.session import RunConfig
+from kscperf.results.fileio import write_text_atomic
+from kscperf.stats import bisection
+
+__all__ = ["BisectRequest", "BisectEvent", "ProbeRecord", "Culprit", "BisectResult",
+           "BisectInterrupted", "run_bisect", "DEFAULT_ERROR", "DEFAULT_MAX_PAIRS",
+           "CONFIRM_LOOKS", "VERIFY_LOOKS", "EXPLAINED_AT_LEAST"]
+
+DEFAULT_ERROR = bisection.DEFAULT_ERROR
+DEFAULT_MAX_PAIRS = bisection.DEFAULT_MAX_PAIRS
+# The confirmation's looks (pairs so far), tested at 0.01 shared among them.
+CONFIRM_LOOKS = (4, 8, 16, 32)
+_CONFIRM_ALPHA = 0.01
+# A culprit's verification against its parent: its looks, sharing half the error.
+VERIFY_LOOKS = (8, 16, 32)
+# Found culprits that explain less of the confirmed log step than this are flagged.
+EXPLAINED_AT_LEAST = 0.75
+
+_STATE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class BisectRequest:
+    """One bisect: the range (`repo` with `good` and `bad` commits, or a builds file's
+    labels), the benchmarks (`config`: paths, patterns, tools, tasks, timing), the cache
+    folder and build recipe, the error allowed, the pairs cap, and whether to resume."""
+
+    good: str
+    bad: str
+    config: RunConfig
+    cache_dir: str
+    repo: str | None = None
+    builds_file: str | None = None
+    recipe: _builds.BuildRecipe = _builds.BuildRecipe()
+    error: float = DEFAULT_ERROR
+    max_pairs: int = DEFAULT_MAX_PAIRS
+    resume: bool = False
+
+    def __post_init__(self) -> None:
+        if (self.repo is None) == (self.builds_file is None):
+            raise KscperfError("bisect takes --repo DIR or --builds FILE, one of the two.")
+        if not 0.0 < self.error < 1.0:
+            raise KscperfError(f"--error {self.error!r} must lie between 0 and 1.")
+        if self.max_pairs < bisection.MIN_PROBE_PAIRS:
+            raise KscperfError(f"--max-pairs {self.max_pairs} is below the "
+                               f"{bisection.MIN_PROBE_PAIRS} pairs a probe needs.")
+
+
+@dataclass(frozen=True)
+class BisectEvent:
+    """Progress: what a bisect is doing (`stage`: build, confirm, probe, verify), for which
+    commit (its index among `commits`), with how many pairs so far and their ratio, the
+    verdict when the step is done (else ""), and the seconds of this step and of the whole
+    bisect."""
+
+    stage: str
+    commit: Commit
+    index: int
+    commits: int
+    pairs: int
+    ratio: float
+    verdict: str
+    seconds: float
+    elapsed_s: float
+    step: int
+
+
+@dataclass(frozen=True)
+class ProbeRecord:
+    """One comparison of the bisect: its stage, the commit, the verdict, the ratio to the
+    base with its interval, the pairs and the seconds it took (0 when replayed from the
+    state file), and the error bound of the verdict."""
+
+    stage: str
+    commit: Commit
+    verdict: str
+    ratio: float
+    ratio_low: float
+    ratio_high: float
+    pairs: int
+    seconds: float
+    error: float = math.nan
+
+
+@dataclass(frozen=True)
+class Culprit:
+    """A part of the step, verified against its parent: the commits it lies among (one for
+    a culprit, several for a range), the parent, the ratio to the parent with its interval
+    and p-value, and the stated chance that it is not the commit that caused its part."""
+
+    commits: tuple[Commit, ...]
+    parent: Commit
+    ratio: float
+    ratio_low: float
+    ratio_high: float
+    p_value: float
+    error: float
+    holds: bool
+
+    @property
+    def is_range(self) -> bool:
+        """Whether the part lies among several commits (untestable ones among them)."""
+        return len(self.commits) > 1
+
+
+@dataclass
+class BisectResult:
+    """What a bisect found: its verdict (`culprit`, `not-reproduced` or `range`), the
+    confirmed step, the culprits that hold (largest first) and those that did not, every
+    comparison, the untestable commits with their reasons, the share of the step the
+    culprits explain, and its costs."""
+
+    verdict: str
+    good: Commit
+    bad: Commit
+    commits: int
+    step: ProbeRecord
+    culprits: list[Culprit] = field(default_factory=list)
+    rejected: list[Culprit] = field(default_factory=list)
+    probes: list[ProbeRecord] = field(default_factory=list)
+    untestable: list[tuple[Commit, str]] = field(default_factory=list)
+    explained: float = math.nan
+    capped: bool = False
+    seconds: float = 0.0
+    builds_run: int = 0
+    state_path: str = ""
+
+    @property
+    def not_all_explained(self) -> bool:
+        """Whether the culprits that hold explain less of the step than
+        `EXPLAINED_AT_LEAST` (or the search stopped at its cap)."""
+        return self.verdict != "not-reproduced" and (
+            self.capped or not self.explained >= EXPLAINED_AT_LEAST)
+
+
+class BisectInterrupted(Exception):
+    """Ctrl-C during a bisect: the finished comparisons are in `state_path`."""
+
+    def __init__(self, state_path: str, finished: int) -> None:
+        super().__init__(state_path)
+        self.state_path = state_path
+        self.finished = finished
+
+
+OnEvent = Callable[[BisectEvent], None]
+
+
+def _state_key(request: BisectRequest, commits: Sequence[Commit]) -> str:
+    config = dataclasses.asdict(request.config)
+    text = json.dumps([request.repo and os.path.abspath(request.repo), request.builds_file,
+                       commits[0].sha, commits[-1].sha, config, dataclasses.asdict(request.recipe),
+                       request.error, request.max_pairs], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class _Bisect:
+    """The comparisons of one bisect, their state, and the search over them."""
+
+    def __init__(self, request: BisectRequest, on_event: OnEvent | None) -> None:
+        self.request = request
+        self.on_event = on_event
+        self.t0 = time.monotonic()
+        self.cache: _builds.BuildCache | None = None
+        if request.repo is not None:
+            self.cache = _builds.BuildCache(request.cache_dir, request.repo, request.recipe)
+            self.commits = _builds.range_commits(request.repo, request.good, request.bad)
+            self.ready: dict[int, Environment | str] = {}
+        else:
+            assert request.builds_file is not None
+            entries = _builds.builds_file_range(_builds.read_builds_file(request.builds_file),
+                                                request.good, request.bad, request.builds_file)
+            self.commits = [c for c, _ in entries]
+            self.ready = {i: env for i, (_, env) in enumerate(entries)}
+        self.state_path = os.path.join(request.cache_dir, "state",
+                                       _state_key(request, self.commits) + ".json")
+        self.records: dict[str, dict[str, Any]] = self._load_state()
+        self.probes: list[ProbeRecord] = []
+        self.groups: list[list[float]] = []
+        self.untestable: dict[int, str] = {}
+        self.steps = 0
+        self.plan_root = ""
+
+    def _load_state(self) -> dict[str, dict[str, Any]]:
+        if not self.request.resume:
+            return {}
+        try:
+            with open(self.state_path, encoding="utf-8") as fp:
+                state = json.load(fp)
+        except OSError:
+            raise KscperfError(f"--resume: no bisect of this range and these options was "
+                               f"interrupted (no {self.state_path}); run it without --resume."
+                               ) from None
+        except ValueError:
+            raise KscperfError(f"--resume: {self.state_path} is not a bisect state file; "
+                               "remove it and run without --resume.") from None
+        if state.get("version") != _STATE_VERSION:
+            raise KscperfError(f"--resume: {self.state_path} was written by another version "
+                               "of bisect; run without --resume.")
+        return dict(state["records"])
+
+    def _save_state(self) -> None:
+        text = json.dumps({"version": _STATE_VERSION, "good": self.commits[0].sha,
+                           "bad": self.commits[-1].sha, "records": self.records})
+        write_text_atomic(self.state_path, text, "the bisect state")
+
+    def environment(self, index: int) -> Environment | str:
+        """Commit `index` ready to run, or why it is untestable."""
+        if index not in self.ready:
+            assert self.cache is not None
+            built, t0 = self.cache.built, time.monotonic()
+            try:
+                self.ready[index] = self.cache.prepare(self.commits[index])
+            except KscperfError as exc:
+                self.ready[index] = str(exc).rstrip(".")
+            ready = self.ready[index]
+            said = (f"untestable: {ready}" if isinstance(ready, str) else
+                    "built" if self.cache.built > built else "reused")
+            self._tell("build", index, 0, math.nan, said, time.monotonic() - t0)
+        return self.ready[index]
+
+    def _tell(self, stage: str, index: int, pairs: int, ratio: float, verdict: str,
+              seconds: float) -> None:
+        if self.on_event is not None:
+            self.on_event(BisectEvent(stage, self.commits[index], index, len(self.commits),
+                                      pairs, ratio, verdict, seconds,
+                                      time.monotonic() - self.t0, self.steps))
+
+    # -- comparisons ---------------------------------------------------------------------
+
+    def _ready(self, index: int, what: str) -> Environment:
+        env = self.environment(index)
+        if isinstance(env, str):
+            raise KscperfError(f"the {what} {self.commits[index].short} cannot be tested: {env}.")
+        return env
+
+    def compare(self, key: str, stage: str, base: int, new: int, first_pairs: int,
+                max_pairs: int, more_after: Callable[[list[float]], int]) -> Compared | None:
+        """The comparison `key` of commit `new` against commit `base`, replayed from the
+        state file or run now; None when `new` is untestable."""
+        record = self.records.get(key)
+        if record is None:
+            target = self.environment(new)
+            if isinstance(target, str):
+                self.untestable[new] = target
+                return None
+            base_env = self._ready(base, "base")
+            self.steps += 1
+
+            def told(numbers: list[float]) -> int:
+                ratio = math.exp(statistics.fmean(numbers)) if numbers else math.nan
+                self._tell(stage, new, len(numbers), ratio, "", time.monotonic() - started)
+                return more_after(numbers)
+
+            started = time.monotonic()
+            out_dir = os.path.join(self.request.cache_dir, "runs",
+                                   hashlib.sha256(key.encode()).hexdigest()[:16])
+            compared = run_comparison(self.request.config, base_env, target, self.plan_root,
+                                      out_dir, first_pairs=first_pairs, max_pairs=max_pairs,
+                                      more_after=told)
+            if compared.interrupted:
+                raise BisectInterrupted(self.state_path, len(self.records))
+            record = {"numbers": compared.numbers, "seconds": compared.seconds,
+                      "failed": compared.failed, "failed_side": compared.failed_side}
+            self.records[key] = record
+            self._save_state()
+        compared = Compared(list(record["numbers"]), float(record["seconds"]),
+                            str(record["failed"]), record["failed_side"])
+        if compared.failed:
+            if compared.failed_side == 1:
+                self.untestable[new] = f"its run failed: {compared.failed}"
+                return None
+            raise KscperfError(f"the base {self.commits[base].short} of a bisect comparison "
+                               f"failed: {compared.failed}.")
+        self.groups.append(compared.numbers)
+        return compared
+
+    def confirm(self) -> tuple[bisection.StepCheck, ProbeRecord]:
+        """The good and bad ends in lockstep until the step is shown or ruled out."""
+        alpha = _CONFIRM_ALPHA / len(CONFIRM_LOOKS)
+        compared = self.compare("confirm", "confirm", 0, len(self.commits) - 1,
+                                CONFIRM_LOOKS[0], CONFIRM_LOOKS[-1],
+                                lambda numbers: _at_looks(numbers, CONFIRM_LOOKS, alpha))
+        if compared is None:
+            raise KscperfError(f"the bad end {self.commits[-1].short} cannot be tested: "
+                               f"{self.untestable[len(self.commits) - 1]}.")
+        check = bisection.check_step(compared.numbers, alpha)
+        e = check.estimate
+        verdict = {True: "shown", False: "ruled-out", None: "can't-tell"}[check.shown]
+        record = ProbeRecord("confirm", self.commits[-1], verdict, e.ratio, e.low, e.high,
+                             len(compared.numbers), compared.seconds, e.p_value)
+        self._tell("confirm", len(self.commits) - 1, record.pairs, e.ratio, verdict,
+                   record.seconds)
+        return check, record
+
+    def probe(self, index: int, low_level: float, high_level: float
+              ) -> bisection.ProbeDecision | None:
+        """Commit `index` against the good end, deciding between the two levels."""
+        sd = bisection.pooled_sd(self.groups)
+        alpha = self.request.error / 4.0
+
+        def decide(numbers: Sequence[float]) -> bisection.ProbeDecision:
+            return bisection.probe_decision(numbers, low_level, high_level, sd, alpha)
+
+        key = f"probe {self.commits[index].sha} {low_level!r} {high_level!r}"
+        compared = self.compare(key, "probe", 0, index, bisection.MIN_PROBE_PAIRS,
+                                self.request.max_pairs,
+                                lambda numbers: int(decide(numbers).verdict is
+                                                    bisection.ProbeVerdict.CANT_TELL))
+        if compared is None:
+            self._tell("probe", index, 0, math.nan, "untestable", 0.0)
+            return None
+        d = decide(compared.numbers)
+        self.probes.append(ProbeRecord("probe", self.commits[index], d.verdict.value, d.ratio,
+                                       d.ratio_low, d.ratio_high, d.pairs, compared.seconds,
+                                       d.error))
+        self._tell("probe", index, d.pairs, d.ratio, d.verdict.value, compared.seconds)
+        return d
+
+    def verify(self, found: Found) -> Culprit:
+        """The part `found`'s last commit against its parent, with more pairs."""
+        alpha = self.request.error / 2.0 / len(VERIFY_LOOKS)
+        parent, last = found.parent, found.last
+        key = f"verify {self.commits[parent].sha} {self.commits[last].sha}"
+        compared = self.compare(key, "verify", parent, last, VERIFY_LOOKS[0], VERIFY_LOOKS[-1],
+                                lambda numbers: _at_looks(numbers, VERIFY_LOOKS, alpha))
+        commits = tuple(self.commits[i] for i in found.commits)
+        if compared is None:
+            nan = math.nan
+            return Culprit(commits, self.commits[parent], nan, nan, nan, nan, 1.0, False)
+        check = bisection.check_step(compared.numbers, alpha)
+        e = check.estimate
+        looks = sum(1 for n in VERIFY_LOOKS if n <= len(compared.numbers)) or 1
+        p = min(1.0, e.p_value * looks) if math.isfinite(e.p_value) else 1.0
+        same_way = (math.log(e.ratio) > 0) == (found.high_level > found.low_level)
+        holds = bool(check.shown) and same_way
+        self.probes.append(ProbeRecord("verify", self.commits[last],
+                                       "holds" if holds else "does-not-hold", e.ratio, e.low,
+                                       e.high, len(compared.numbers), compared.seconds, p))
+        self._tell("verify", last, len(compared.numbers), e.ratio,
+                   "holds" if holds else "does not hold", compared.seconds)
+        return Culprit(commits, self.commits[parent], e.ratio, e.low, e.high, p,
+                       bisection.culprit_error(found.errors, p), holds)
+
+    # -- the bisect ----------------------------------------------------------------------
+
+    def run(self) -> BisectResult:
+        """Confirm, search, verify; the result."""
+        last = len(self.commits) - 1
+        self.plan_root = self._ready(last, "bad end").checkout
+        self._ready(0, "good end")
+        check, step = self.confirm()
+        result = BisectResult("not-reproduced", self.commits[0], self.commits[-1],
+                              len(self.commits), step, probes=self.probes,
+                              state_path=self.state_path)
+        if check.shown:
+            searched = search_range(len(self.commits), math.log(step.ratio), self.probe)
+            verified = [self.verify(f) for f in searched.found]
+            result.culprits = sorted((c for c in verified if c.holds),
+                                     key=lambda c: -abs(math.log(c.ratio)))
+            result.rejected = [c for c in verified if not c.holds]
+            result.capped = searched.capped
+            result.verdict = ("culprit" if result.culprits and
+                              not any(c.is_range for c in result.culprits) else "range")
+            result.explained = (sum(math.log(c.ratio) for c in result.culprits) /
+                                math.log(step.ratio))
+        result.untestable = [(self.commits[i], why) for i, why in sorted(self.untestable.items())]
+        result.seconds = time.monotonic() - self.t0
+        result.builds_run = self.cache.built if self.cache is not None else 0
+        return result
+
+
+def _at_looks(numbers: Sequence[float], looks: Sequence[int], alpha: float) -> int:
+    """Pairs to add before the next look: 0 once a look shows or rules out the step, or
+    past the last look."""
+    n = len(numbers)
+    if n in looks and bisection.check_step(numbers, alpha).shown is not None:
+        return 0
+    return next((look - n for look in looks if look > n), 0)
+
+
+def run_bisect(request: BisectRequest, on_event: OnEvent | None = None) -> BisectResult:
+    """Bisect `request`'s range (docs/method.md, "Bisecting a step"): confirm the step
+    between its ends in lockstep, probe commits between them until each part of the step
+    lies at one commit or a stretch that cannot be split, and verify each against its
+    parent. Raises KscperfError for what the user can fix (a bad range, an end that cannot
+    be built or run, nothing selected) and BisectInterrupted on Ctrl-C, the finished
+    comparisons kept in the state file that `resume=True` goes on from."""
+    return _Bisect(request, on_event).run()

@@ -1,0 +1,117 @@
+"""One comparison of a bisect: two environments run in lockstep by one orchestrator
+session, read as one number per process pair, with pairs added round by round until the
+caller's rule is satisfied or the cap is reached."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from kscperf.bisect.builds import Environment
+from kscperf.errors import CellStatus, KscperfError
+from kscperf.orchestrator.session import Build, RunConfig, prepare_session
+from kscperf.plan.cells import PlannedCell
+from kscperf.spec import CellResult
+from kscperf.stats import core as stats
+
+__all__ = ["Compared", "pair_numbers", "run_comparison", "planned_paths"]
+
+
+@dataclass(frozen=True)
+class Compared:
+    """What one comparison measured: its pair numbers in the order they ran, its wall
+    seconds, and why it could not go on ("" when it could: a side whose worker failed,
+    named BASE or NEW), with which side failed (0 base, 1 new, None)."""
+
+    numbers: list[float]
+    seconds: float
+    failed: str = ""
+    failed_side: int | None = None
+    interrupted: bool = False
+
+
+def _usable(result: CellResult) -> bool:
+    return result.worst_status() in (CellStatus.OK, CellStatus.SKIPPED)
+
+
+def pair_numbers(cells: Sequence[PlannedCell], gathered: Sequence[list[CellResult]]
+                 ) -> tuple[list[float], tuple[int, str] | None]:
+    """Per process pair that both builds finished, the mean over every timed benchmark of
+    the cells of its pair number; and the first failure (side, reason) when a worker of
+    either side did not end ok, else None."""
+    by_key = [{(r.name, r.process_index): r for r in results} for results in gathered]
+    for side, results in enumerate(gathered):
+        for r in results:
+            if not _usable(r):
+                bad = next((c for c in r.configs if c.status is not CellStatus.OK), None)
+                reason = (bad.reason if bad and bad.reason else r.reason) or r.worst_status()
+                return [], (side, f"{r.name} {r.worst_status().value}: {reason}"[:300])
+    timed = [c for c in cells if not c.skip_reason]
+    numbers: list[float] = []
+    index = 0
+    while timed and all((c.name, index) in by_key[0] and (c.name, index) in by_key[1]
+                        for c in timed):
+        logs = []
+        for cell in timed:
+            base, new = by_key[0][cell.name, index], by_key[1][cell.name, index]
+            for b in base.configs:
+                n = next((c for c in new.configs if c.config == b.config), None)
+                if n is not None and b.loops > 0 and n.loops > 0:
+                    logs += stats.paired_log_ratios([(list(b.values), list(n.values))])
+        if logs:
+            numbers.append(statistics.fmean(logs))
+        index += 1
+    return numbers, None
+
+
+def planned_paths(paths: Sequence[str], root: str) -> tuple[str, ...]:
+    """The definition paths as read from the checkout at `root` (an absolute path is the
+    same for every commit); unchanged when `root` is "" (a builds file)."""
+    if not root:
+        return tuple(paths)
+    return tuple(p if os.path.isabs(p) else os.path.join(root, p) for p in paths)
+
+
+def run_comparison(config: RunConfig, base: Environment, new: Environment, plan_root: str,
+                   output_dir: str, *, first_pairs: int, max_pairs: int,
+                   more_after: Callable[[list[float]], int]) -> Compared:
+    """BASE and NEW in lockstep over the cells of `config` (paths read from `plan_root`'s
+    checkout, each build reading its own copy), files in `output_dir`. After
+    `first_pairs` pairs and each further round, `more_after(numbers)` says how many pairs
+    to add (0: enough); never more than `max_pairs` in all. A failed worker ends it."""
+    config = dataclasses.replace(config, processes=first_pairs,
+                                 paths=planned_paths(config.paths, plan_root))
+    builds = [Build(label=e.label, python=e.python, env=e.env,
+                    module_root=(plan_root, e.checkout) if plan_root and e.checkout else ())
+              for e in (base, new)]
+    if builds[0].label == builds[1].label:
+        builds[1] = dataclasses.replace(builds[1], label=f"{builds[1].label}-new")
+    failure: list[tuple[int, str]] = []
+
+    def stopping(cells: Sequence[PlannedCell], gathered: Sequence[list[CellResult]]
+                 ) -> Callable[[], list[tuple[int, PlannedCell]]]:
+        def more() -> list[tuple[int, PlannedCell]]:
+            numbers, failed = pair_numbers(cells, gathered)
+            if failed is not None:
+                failure.append(failed)
+                return []
+            n = len(numbers)
+            add = min(more_after(numbers), max_pairs - n)
+            return [(n + k, c) for k in range(max(0, add)) for c in cells if not c.skip_reason]
+        return more
+
+    session = prepare_session(config, builds, replace=True, output_dir=output_dir)
+    if not session.selection.cells:
+        raise KscperfError("no cell is selected for the bisect; check -k, --tools and --tasks.")
+    t0 = time.monotonic()
+    result = session.run(stopping=stopping)
+    seconds = time.monotonic() - t0
+    numbers, failed = pair_numbers(session.selection.cells, result.runs)
+    if failure or failed:
+        side, reason = (failure or [failed])[0]  # type: ignore[list-item]
+        return Compared(numbers, seconds, f"{('BASE', 'NEW')[side]} {reason}", side)
+    return Compared(numbers, seconds, interrupted=result.interrupted)

@@ -1,0 +1,133 @@
+"""The search of a bisect, as data: given a probe that says where a commit's level lies
+between the levels of a range's two ends, the commits (or the stretches of commits that
+could not be split) where the step's parts lie, largest first.
+
+Commits are numbered 0 (the good end) to `count - 1` (the bad end); levels are log times
+over the good end's, so the good end is at 0 and the bad end at the confirmed step. A
+range is split at its middle testable commit (the earlier of two middles); a like-good
+verdict moves its lower end up, a like-bad one its upper end down, and a partial one splits
+it in two, each part with the probed level as one end. A commit that cannot be built or run
+is untestable and skipped; one that the probe cannot tell within its cap is skipped for that
+range. A range with nothing left to probe inside is the answer: one commit when its ends are
+neighbours, else the stretch after its lower end (`range`), never a guess inside it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+from kscperf.stats.bisection import ProbeDecision, ProbeVerdict
+
+__all__ = ["Found", "Searched", "Prober", "search_range", "default_max_probes"]
+
+# Told (commit index, lower-end level, upper-end level); says the commit's verdict, or None
+# when the commit is untestable.
+Prober = Callable[[int, float, float], "ProbeDecision | None"]
+
+
+@dataclass(frozen=True)
+class Found:
+    """Where one part of the step lies: between commit `parent` (at `low_level`) and
+    commit `last` (at `high_level`), every commit after `parent` up to `last` a candidate;
+    one commit (`is_culprit`) when `last` is `parent`'s child. `errors` are the error bounds
+    of the two verdicts that put the part there (0 for an end of the bisected range, whose
+    step the confirmation showed)."""
+
+    parent: int
+    last: int
+    low_level: float
+    high_level: float
+    errors: tuple[float, float]
+
+    @property
+    def is_culprit(self) -> bool:
+        """Whether the part lies at one commit."""
+        return self.last == self.parent + 1
+
+    @property
+    def commits(self) -> range:
+        """The candidate commits, oldest first."""
+        return range(self.parent + 1, self.last + 1)
+
+
+@dataclass(frozen=True)
+class Searched:
+    """What the search found (largest part first), which commits were untestable, and
+    whether it stopped at its probe cap with ranges left unsplit."""
+
+    found: list[Found]
+    untestable: list[int]
+    capped: bool
+
+
+@dataclass(order=True)
+class _Range:
+    priority: float
+    order: int
+    lo: int = field(compare=False)
+    hi: int = field(compare=False)
+    low_level: float = field(compare=False)
+    high_level: float = field(compare=False)
+    errors: tuple[float, float] = field(compare=False)
+    skipped: frozenset[int] = field(compare=False, default=frozenset())
+
+
+def default_max_probes(count: int) -> int:
+    """The probe cap of a range of `count` commits: room for four culprits' binary
+    searches and their neighbours (Pinpoint caps a job at 60 changes)."""
+    return 4 * max(1, math.ceil(math.log2(max(2, count)))) + 8
+
+
+def search_range(count: int, step_level: float, probe: Prober, *,
+                 max_probes: int | None = None) -> Searched:
+    """The parts of a step of log size `step_level` among commits 0..count-1, found with
+    `probe` (see the module docstring). Promises: every `Found` lies inside 0..count-1
+    with no untestable or untold commit left between its ends; no commit is probed twice
+    for the same range; at most `max_probes` probes (default `default_max_probes`), after
+    which the ranges left are returned as they stand (`capped`)."""
+    cap = default_max_probes(count) if max_probes is None else max_probes
+    untestable: set[int] = set()
+    found: list[Found] = []
+    order = 0
+    todo = [_Range(-abs(step_level), order, 0, count - 1, 0.0, step_level, (0.0, 0.0))]
+    probes, capped = 0, False
+    while todo:
+        r = heapq.heappop(todo)
+        inner = [i for i in range(r.lo + 1, r.hi) if i not in untestable and i not in r.skipped]
+        if not inner or probes >= cap:
+            capped |= bool(inner)
+            found.append(Found(r.lo, r.hi, r.low_level, r.high_level, r.errors))
+            continue
+        middle = min(inner, key=lambda i: (abs(2 * i - r.lo - r.hi), i))
+        decision = probe(middle, r.low_level, r.high_level)
+        if decision is None:
+            untestable.add(middle)
+            heapq.heappush(todo, r)
+            continue
+        probes += 1
+        for part in _parts(r, middle, decision):
+            order += 1
+            part.order = order
+            heapq.heappush(todo, part)
+    found.sort(key=lambda f: -abs(f.high_level - f.low_level))
+    return Searched(found, sorted(untestable), capped)
+
+
+def _parts(r: _Range, middle: int, d: ProbeDecision) -> list[_Range]:
+    """The ranges left after `middle`'s verdict `d` in range `r`."""
+    if d.verdict is ProbeVerdict.LIKE_GOOD:
+        return [_Range(r.priority, 0, middle, r.hi, r.low_level, r.high_level,
+                       (d.error, r.errors[1]), r.skipped)]
+    if d.verdict is ProbeVerdict.LIKE_BAD:
+        return [_Range(r.priority, 0, r.lo, middle, r.low_level, r.high_level,
+                       (r.errors[0], d.error), r.skipped)]
+    if d.verdict is ProbeVerdict.PARTIAL:
+        return [_Range(-abs(d.level - r.low_level), 0, r.lo, middle, r.low_level, d.level,
+                       (r.errors[0], d.error), r.skipped),
+                _Range(-abs(r.high_level - d.level), 0, middle, r.hi, d.level, r.high_level,
+                       (d.error, r.errors[1]), r.skipped)]
+    return [_Range(r.priority, 0, r.lo, r.hi, r.low_level, r.high_level, r.errors,
+                   r.skipped | {middle})]
