@@ -81,7 +81,8 @@ def test_front_page_shows_open_changes_regressions_first(site: tuple[Path, Path]
     assert slower.ratio in ("1.29x", "1.30x", "1.31x")
     for path in slower.compare.split()[2:]:
         assert Path(path).is_file()
-    assert slower.bisect.startswith("git bisect start 0004cccccccc 0003cccccccc")
+    assert slower.bisect.startswith(
+        "run-benchmarks bisect --repo REPO --good 0003cccccccc --bad 0004cccccccc -k ")
     assert [(e.before[:2], e.after[:2], e.detail) for e in view.environment] == [
         ("b5", "b6", "torch_version 2.13.0 -> 2.14.0")]
     assert [m.model for m in view.models] == [EVIL, "vrelu3"]

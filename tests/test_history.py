@@ -274,7 +274,7 @@ def test_history_check_fails_when_the_newest_build_opens_a_regression(tmp_path: 
     assert "regression(s) opened by the newest build" in failed.stdout
     assert "status ok -&gt; incorrect" in failed.stdout or "status ok -> incorrect" in \
         failed.stdout
-    assert "run-benchmarks compare" in failed.stdout and "git bisect start" in failed.stdout
+    assert "run-benchmarks compare" in failed.stdout and "run-benchmarks bisect" in failed.stdout
 
 
 @pytest.mark.integration
@@ -361,26 +361,8 @@ def test_concurrent_adds_of_one_file_add_it_once(tmp_path: Path) -> None:
     assert len([f for f in files if f.endswith(".json")]) == 3
 
 
-def _bisect_exit(tmp_path: Path, script: str, run_rc: int, writes: bool, compare_rc: int) -> int:
-    """The exit status of the bisect test `script` with stand-ins for pip and
-    run-benchmarks: `run` exits `run_rc` (writing its -o file when `writes`), `compare`
-    exits `compare_rc`."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    (bin_dir / "pip").write_text("#!/bin/sh\nexit 0\n")
-    (bin_dir / "run-benchmarks").write_text(
-        "#!/bin/sh\nif [ \"$1\" = run ]; then\n"
-        + ('  while [ $# -gt 0 ]; do [ "$1" = -o ] && echo x > "$2"; shift; done\n'
-           if writes else "")
-        + f"  exit {run_rc}\nfi\nexit {compare_rc}\n")
-    for tool in bin_dir.iterdir():
-        tool.chmod(0o755)
-    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    return subprocess.run(["sh", "-c", script], env=env, cwd=tmp_path).returncode
-
-
 @pytest.mark.integration
-def test_the_bisect_recipe_blames_only_a_regression_and_names_files_absolutely(
+def test_the_bisect_command_names_the_commits_the_cell_and_where_the_code_came_from(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _history(tmp_path, 8, factor=lambda i: 1.3 if i >= 5 else 1.0)
     monkeypatch.chdir(tmp_path)
@@ -388,15 +370,20 @@ def test_the_bisect_recipe_blames_only_a_regression_and_names_files_absolutely(
     slower = next(c for c in changes if c.kind == "slower")
     commands = confirm.confirm_commands(slower)
     assert str(tmp_path / "store" / history.BUILDS_DIR) in commands.compare
-    recipe = commands.bisect
-    assert recipe.startswith("git bisect start 0005cccccccc 0004cccccccc && git bisect run sh -c ")
-    script = shlex.split(recipe.split("sh -c ", 1)[1])[0]
-    assert str(tmp_path / "store" / history.BUILDS_DIR) in script
-    assert "--processes 3 --values 5" in script and "--fast" not in script
-    assert _bisect_exit(tmp_path, script, 0, True, 0) == 0     # no regression: good
-    assert _bisect_exit(tmp_path, script, 1, True, 1) == 1     # a regression: bad
-    assert _bisect_exit(tmp_path, script, 0, True, 2) == 125   # compare refused: skip
-    assert _bisect_exit(tmp_path, script, 2, False, 0) == 125  # the run wrote nothing: skip
+    # Files that do not say where their code came from: placeholders, and a venv build.
+    words = shlex.split(commands.bisect)
+    assert words[:9] == ["run-benchmarks", "bisect", "--repo", "REPO", "--good", "0004cccccccc",
+                         "--bad", "0005cccccccc", "-k"]
+    assert words[9] == slower.key.cell and words[-1] == "PATH"
+    assert words[words.index("--python") + 1] == ".venv/bin/python"
+    assert "pip install -q --no-deps ." in words[words.index("--build-cmd") + 1]
+    # A package read from its checkout: the checkout on the workers' PYTHONPATH.
+    read = confirm.bisect_command("a" * 40, "b" * 40, "m/pt/bwd", {
+        "git_toplevel": "/src/my repo", "definition_paths": "bench/m.py extra",
+        "source_on_pythonpath": 1, "source_python": "/usr/bin/python3"})
+    assert shlex.split(read) == [
+        "run-benchmarks", "bisect", "--repo", "/src/my repo", "--good", "a" * 12, "--bad",
+        "b" * 12, "-k", "m/pt/bwd", "--env", "PYTHONPATH={checkout}", "bench/m.py", "extra"]
 
 
 @pytest.mark.integration

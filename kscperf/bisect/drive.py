@@ -97,8 +97,8 @@ class BisectEvent:
 @dataclass(frozen=True)
 class ProbeRecord:
     """One comparison of the bisect: its stage, the commit, the verdict, the ratio to the
-    base with its interval, the pairs and the seconds it took (0 when replayed from the
-    state file), and the error bound of the verdict."""
+    base with its interval, the pairs and the seconds it took, the error bound of the
+    verdict, and whether it was replayed from the state file rather than run now."""
 
     stage: str
     commit: Commit
@@ -109,6 +109,7 @@ class ProbeRecord:
     pairs: int
     seconds: float
     error: float = math.nan
+    replayed: bool = False
 
 
 @dataclass(frozen=True)
@@ -267,6 +268,7 @@ class _Bisect:
         """The comparison `key` of commit `new` against commit `base`, replayed from the
         state file or run now; None when `new` is untestable."""
         record = self.records.get(key)
+        replayed = record is not None
         if record is None:
             target = self.environment(new)
             if isinstance(target, str):
@@ -293,7 +295,7 @@ class _Bisect:
             self.records[key] = record
             self._save_state()
         compared = Compared(list(record["numbers"]), float(record["seconds"]),
-                            str(record["failed"]), record["failed_side"])
+                            str(record["failed"]), record["failed_side"], replayed=replayed)
         if compared.failed:
             if compared.failed_side == 1:
                 self.untestable[new] = f"its run failed: {compared.failed}"
@@ -316,7 +318,8 @@ class _Bisect:
         e = check.estimate
         verdict = {True: "shown", False: "ruled-out", None: "can't-tell"}[check.shown]
         record = ProbeRecord("confirm", self.commits[-1], verdict, e.ratio, e.low, e.high,
-                             len(compared.numbers), compared.seconds, e.p_value)
+                             len(compared.numbers), compared.seconds, e.p_value,
+                             compared.replayed)
         self._tell("confirm", len(self.commits) - 1, record.pairs, e.ratio, verdict,
                    record.seconds)
         return check, record
@@ -341,7 +344,7 @@ class _Bisect:
         d = decide(compared.numbers)
         self.probes.append(ProbeRecord("probe", self.commits[index], d.verdict.value, d.ratio,
                                        d.ratio_low, d.ratio_high, d.pairs, compared.seconds,
-                                       d.error))
+                                       d.error, compared.replayed))
         self._tell("probe", index, d.pairs, d.ratio, d.verdict.value, compared.seconds)
         return d
 
@@ -364,7 +367,8 @@ class _Bisect:
         holds = bool(check.shown) and same_way
         self.probes.append(ProbeRecord("verify", self.commits[last],
                                        "holds" if holds else "does-not-hold", e.ratio, e.low,
-                                       e.high, len(compared.numbers), compared.seconds, p))
+                                       e.high, len(compared.numbers), compared.seconds, p,
+                                       compared.replayed))
         self._tell("verify", last, len(compared.numbers), e.ratio,
                    "holds" if holds else "does not hold", compared.seconds)
         return Culprit(commits, self.commits[parent], e.ratio, e.low, e.high, p,
@@ -414,4 +418,9 @@ def run_bisect(request: BisectRequest, on_event: OnEvent | None = None) -> Bisec
     parent. Raises KscperfError for what the user can fix (a bad range, an end that cannot
     be built or run, nothing selected) and BisectInterrupted on Ctrl-C, the finished
     comparisons kept in the state file that `resume=True` goes on from."""
-    return _Bisect(request, on_event).run()
+    bisect = _Bisect(request, on_event)
+    try:
+        return bisect.run()
+    except KeyboardInterrupt:
+        # Between two comparisons (a build, a replay): what finished is in the state file.
+        raise BisectInterrupted(bisect.state_path, len(bisect.records)) from None

@@ -32,6 +32,7 @@ class Compared:
     failed: str = ""
     failed_side: int | None = None
     interrupted: bool = False
+    replayed: bool = False  # read back from a bisect's state file, not run now
 
 
 def _usable(result: CellResult) -> bool:

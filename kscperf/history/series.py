@@ -17,8 +17,8 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from dataclasses import dataclass
-from typing import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Sequence
 
 from kscperf.errors import CellStatus
 from kscperf.names import Kind, cell_name
@@ -30,7 +30,7 @@ from kscperf.stats import core as stats
 
 __all__ = ["SERIES_KINDS", "StoredBuild", "SeriesKey", "SeriesPoint", "Series",
            "PointRow", "point_rows", "summarize_samples", "floats_json", "machine_scores_of",
-           "machine_class_of", "environment_of", "assemble_series", "detectable_effect"]
+           "machine_class_of", "environment_of", "source_of", "assemble_series", "detectable_effect"]
 
 SERIES_KINDS = tuple(Kind)
 
@@ -53,6 +53,9 @@ class StoredBuild:
     # file without a canary).
     machine_scores: tuple[float, ...] | None
     position: int = 0
+    # Where its code came from (`source_of`): the repository, the definition paths in it,
+    # and whether the workers read the package from the checkout; {} when not recorded.
+    source: dict[str, Any] = field(default_factory=dict)
 
     @property
     def short_commit(self) -> str:
@@ -137,6 +140,13 @@ def environment_of(loaded: LoadedResults) -> dict[str, str]:
     """The environment fingerprint of a build: the `metadata.ENVIRONMENT_KEYS` it records, as
     text."""
     return {k: str(loaded.metadata[k]) for k in metadata.ENVIRONMENT_KEYS if k in loaded.metadata}
+
+
+def source_of(loaded: LoadedResults) -> dict[str, Any]:
+    """Where a build's code came from, as its file records it (`metadata.SOURCE_KEYS`):
+    the git repository, the definition paths the run was given (relative to it when
+    inside), whether the workers' PYTHONPATH held the repository; {} for older files."""
+    return {k: loaded.metadata[k] for k in metadata.SOURCE_KEYS if k in loaded.metadata}
 
 
 # --------------------------------------------------------------------------------------

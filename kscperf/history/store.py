@@ -39,7 +39,7 @@ from kscperf.history.folder import (BUILDS_DIR, INDEX_NAME, LOCK_TIMEOUT_S, MACH
                                     StoreLock, make_store_folder)
 from kscperf.history.series import (
     SERIES_KINDS, Series, SeriesKey, SeriesPoint, StoredBuild, assemble_series, detectable_effect,
-    environment_of, floats_json, machine_class_of, machine_scores_of, point_rows,
+    environment_of, source_of, floats_json, machine_class_of, machine_scores_of, point_rows,
     summarize_samples)
 from kscperf.names import Kind
 from kscperf.results.files import LoadedResults, load_results
@@ -49,7 +49,7 @@ __all__ = ["HistoryStore", "open_store", "rebuild_index"]
 # Bumped whenever the index's tables or what they hold change; an index of another version
 # is rebuilt (7: links of every kind, not only run time; 8: kscperf's own version and code
 # digest in the environment; 9: what each night's `ab` said of each link).
-_SCHEMA_VERSION = 9
+_SCHEMA_VERSION = 10
 
 
 _SCHEMA = """
@@ -67,6 +67,7 @@ CREATE TABLE builds (
     order_key TEXT NOT NULL,
     environment TEXT NOT NULL,          -- JSON object of metadata.ENVIRONMENT_KEYS
     machine_scores TEXT,                -- JSON list: machine_scores_of(); NULL when unknown
+    source TEXT NOT NULL,               -- JSON object: series.source_of()
     UNIQUE (machine_class, label)
 );
 CREATE TABLE series (
@@ -284,13 +285,14 @@ class HistoryStore:
         scores = machine_scores_of(c.loaded)
         cursor = self._db.execute(
             "INSERT INTO builds (file, sha256, label, machine_class, git_commit, git_dirty, "
-            "commit_date, run_date, order_key, environment, machine_scores) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            "commit_date, run_date, order_key, environment, machine_scores, source) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
             (f"{BUILDS_DIR}/{stored}", c.sha256, c.loaded.build, c.machine_class,
              str(md.get("git_commit") or ""), int(bool(md.get("git_dirty"))), commit_date,
              run_date, _order_key(commit_date, run_date, c.loaded.build),
              json.dumps(environment_of(c.loaded), sort_keys=True),
-             None if scores is None else floats_json(scores)))
+             None if scores is None else floats_json(scores),
+             json.dumps(source_of(c.loaded), sort_keys=True)))
         build_id = int(cursor.lastrowid or 0)
         series_ids = {(k, b): i for i, k, b in self._db.execute(
             "SELECT id, kind, benchmark FROM series WHERE machine_class = ?", (c.machine_class,))}
@@ -342,7 +344,7 @@ class HistoryStore:
     def builds(self, machine_class: str | None = None) -> list[StoredBuild]:
         """The builds, oldest first within each machine class (classes in name order)."""
         query = ("SELECT id, label, file, machine_class, git_commit, git_dirty, commit_date, "
-                 "run_date, environment, machine_scores FROM builds")
+                 "run_date, environment, machine_scores, source FROM builds")
         args: tuple[str, ...] = ()
         if machine_class is not None:
             query += " WHERE machine_class = ?"
@@ -350,11 +352,11 @@ class HistoryStore:
         rows = self._db.execute(query + " ORDER BY machine_class, order_key", args).fetchall()
         out: list[StoredBuild] = []
         position: dict[str, int] = {}
-        for (id_, label, file, cls, commit, dirty, cdate, rdate, env, scores) in rows:
+        for (id_, label, file, cls, commit, dirty, cdate, rdate, env, scores, src) in rows:
             out.append(StoredBuild(id_, label, os.path.join(self.root, file), cls, commit,
                                    bool(dirty), cdate, rdate, json.loads(env),
                                    None if scores is None else tuple(json.loads(scores)),
-                                   position.get(cls, 0)))
+                                   position.get(cls, 0), json.loads(src)))
             position[cls] = position.get(cls, 0) + 1
         return out
 

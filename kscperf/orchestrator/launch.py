@@ -333,12 +333,13 @@ class ForkLauncher:
 
 
 def make_launcher(isolation: str, preload_compilers: bool = True,
-                  python: str = sys.executable, env: dict[str, str] | None = None) -> Launcher:
+                  python: str = sys.executable, env: dict[str, str] | None = None, *,
+                  own_code_only: bool = False) -> Launcher:
     """`fork` where the platform has fork(), else (or on request) `spawn`, of workers run by
-    `python` with `env` added to their environment. The zygote preloads torch.compile's
-    modules only when `preload_compilers` (the plan uses a compiler), since they take
-    seconds to import."""
-    env = python_environment(python, env)
+    `python` with `env` added to their environment (`own_code_only`: see
+    `workerenv.python_environment`). The zygote preloads torch.compile's modules only when
+    `preload_compilers` (the plan uses a compiler), since they take seconds to import."""
+    env = python_environment(python, env, own_code_only=own_code_only)
     if isolation == "fork" and hasattr(os, "fork") and sys.platform.startswith("linux"):
         return ForkLauncher(python, preload_compilers=preload_compilers, env=env)
     return SpawnLauncher(python, env)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import shlex
 import signal
 import sys
 import threading
@@ -316,7 +317,8 @@ class Session:
         passive = ({"OMP_WAIT_POLICY": "PASSIVE"}
                    if self.lockstep and "OMP_WAIT_POLICY" not in os.environ else {})
         return [make_launcher(self.config.isolation, uses_compiler, b.python,
-                              {**passive, **dict(b.env)}) for b in self.builds]
+                              {**passive, **dict(b.env)}, own_code_only=self.lockstep)
+                for b in self.builds]
 
     def _schedule(self, rounds: list[tuple[int, plan.PlannedCell]], launchers: list[Launcher],
                   on_result: schedule.OnResult, more: schedule.MoreRounds | None,
@@ -401,11 +403,32 @@ def _default_label(metadata: dict[str, Any]) -> str:
     return time.strftime("%Y%m%d-%H%M%S")
 
 
+def _on_path(pythonpath: str, folder: str) -> bool:
+    return any(os.path.abspath(p) == os.path.abspath(folder)
+               for p in pythonpath.split(os.pathsep) if p)
+
+
+def _source_metadata(config: RunConfig, toplevel: str) -> dict[str, Any]:
+    """`metadata.SOURCE_KEYS` besides the top folder: the definition paths (relative to
+    `toplevel` when inside it), whether the workers' PYTHONPATH holds `toplevel`, and this
+    Python (a lockstep build's own replaces it)."""
+    if not toplevel:
+        return {}
+    paths = []
+    for p in config.paths:
+        rel = os.path.relpath(os.path.abspath(p), toplevel)
+        paths.append(os.path.abspath(p) if rel.startswith(os.pardir) else rel)
+    on_path = _on_path(os.environ.get("PYTHONPATH", ""), toplevel)
+    return {"definition_paths": shlex.join(paths), "source_on_pythonpath": int(on_path),
+            "source_python": sys.executable}
+
+
 def _shared_metadata(config: RunConfig, selection: Selection, profile_name: str,
                      profile: TimingProfile) -> dict[str, Any]:
     md: dict[str, Any] = {"date": now_iso(), "kscperf_version": __version__,
                           "kscperf_source": kscperf_source()}
     md.update(git_info(os.getcwd()))
+    md.update(_source_metadata(config, md.get("git_toplevel", "")))
     md.update(machine_info())
     md.update(library_versions())
     md.update(selection.shard_metadata)
@@ -426,6 +449,11 @@ def _lockstep_metadata(shared: dict[str, Any], builds: list[Build]) -> list[dict
             for key in [k for k in md if k.endswith("_version") and k != "kscperf_version"]:
                 del md[key]
             md["python_executable"] = build.python
+        if "source_python" in md:
+            md["source_python"] = build.python
+            if dict(build.env).get("PYTHONPATH") is not None:
+                md["source_on_pythonpath"] = int(_on_path(dict(build.env)["PYTHONPATH"],
+                                                          md["git_toplevel"]))
         md.update(build=build.label, lockstep_id=lockstep_id, lockstep_role=role,
                   build_python=build.python,
                   build_env=" ".join(f"{k}={v}" for k, v in sorted(build.env)) or "none")

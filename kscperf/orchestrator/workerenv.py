@@ -56,13 +56,19 @@ def _kscperf_only_path() -> str:
     return _kscperf_only_dir
 
 
-def python_environment(python: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+def python_environment(python: str, extra: dict[str, str] | None = None, *,
+                       own_code_only: bool = False) -> dict[str, str]:
     """The extra environment for workers run by `python`: for another Python than this one,
     this kscperf (and nothing else of this environment) first on its path, so that worker
     and orchestrator speak the same protocol whatever that Python has installed; then
-    `extra`."""
+    `extra`. With `own_code_only` (a build in lockstep with another), the folder the run
+    started in is kept off the workers' path (PYTHONSAFEPATH) and this kscperf is put on it
+    for every Python: a package in that folder (the checkout of one build) would otherwise
+    shadow each build's own copy, and both builds would time the same code."""
     env = dict(extra or {})
-    if not is_this_python(python):
+    if own_code_only:
+        env["PYTHONSAFEPATH"] = "1"
+    if own_code_only or not is_this_python(python):
         rest = env.get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_kscperf_only_path(), rest) if p)
     return env

@@ -111,8 +111,9 @@ def cuda_driver_present() -> bool:
 
 
 def git_info(path: str) -> dict[str, Any]:
-    """The commit, its committer date (ISO 8601, which orders builds in a history store) and
-    the dirty flag of the git work tree holding `path`, or {} outside one."""
+    """The commit, its committer date (ISO 8601, which orders builds in a history store),
+    the dirty flag and the top folder of the git work tree holding `path`, or {} outside
+    one."""
     try:
         commit = subprocess.run(["git", "-C", path, "log", "-1", "--format=%H %cI"],
                                 capture_output=True, text=True, timeout=10)
@@ -122,7 +123,9 @@ def git_info(path: str) -> dict[str, Any]:
         status = subprocess.run(["git", "-C", path, "status", "--porcelain",
                                  "--untracked-files=no"], capture_output=True, text=True,
                                 timeout=30)
+        top = subprocess.run(["git", "-C", path, "rev-parse", "--show-toplevel"],
+                             capture_output=True, text=True, timeout=10)
         return {"git_commit": sha, "git_commit_date": commit_date,
-                "git_dirty": bool(status.stdout.strip())}
+                "git_dirty": bool(status.stdout.strip()), "git_toplevel": top.stdout.strip()}
     except (OSError, subprocess.SubprocessError):
         return {}

@@ -24,6 +24,7 @@ __all__ = [
     "SHARD_ONLY_KEYS",
     "ENVIRONMENT_KEYS",
     "REPORT_KEYS",
+    "SOURCE_KEYS",
 ]
 
 # The one machine that ran a file. Machines of one class are interchangeable for timing,
@@ -44,6 +45,12 @@ PROFILE = ("profile", "processes", "values", "warmups", "min_time")
 # What names a build and where it came from; different in every build by design.
 BUILD_IDENTITY = ("build", "build_python", "build_env", "lockstep_id", "date", "git_commit",
                   "git_dirty")
+
+# Where the code under test came from, so that a change can be bisected: the git work tree's
+# top folder, the definition paths the run was given (shell words, relative to that folder
+# when inside it), 1 when the workers' PYTHONPATH held that folder (a pure-Python package
+# read from its checkout) else 0, and the Python that ran the workers.
+SOURCE_KEYS = ("git_toplevel", "definition_paths", "source_on_pythonpath", "source_python")
 
 # Run metadata that pyperf requires to be identical across the runs of one benchmark (its
 # `_CHECKED_METADATA`, less the keys kscperf never sets); they come from the worker's

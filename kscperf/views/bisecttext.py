@@ -78,9 +78,10 @@ def _notes(r: BisectResult) -> list[str]:
                      f"{c.parent.short} ({_ratio(c.ratio)})")
     if r.untestable:
         notes.append("untestable: " + ", ".join(f"{c.short} ({why})" for c, why in r.untestable))
-    done = sum(1 for p in r.probes if p.seconds > 0) + (1 if r.step.seconds > 0 else 0)
-    notes.append(f"{len(r.probes) + 1} lockstep comparisons ({done} run now, the rest from "
-                 f"the state file), {r.builds_run} builds, {format_seconds(r.seconds)}")
+    replayed = sum(1 for p in [r.step, *r.probes] if p.replayed)
+    notes.append(f"{len(r.probes) + 1} lockstep comparisons"
+                 + (f" ({replayed} replayed from the state file)" if replayed else "")
+                 + f", {r.builds_run} builds run, {format_seconds(r.seconds)}")
     return notes
 
 
@@ -138,7 +139,8 @@ def bisect_json(r: BisectResult) -> dict[str, Any]:
         return {"stage": p.stage, "commit": p.commit.sha, "verdict": p.verdict,
                 "ratio": _number(p.ratio), "ratio_low": _number(p.ratio_low),
                 "ratio_high": _number(p.ratio_high), "pairs": p.pairs,
-                "seconds": round(p.seconds, 3), "error": _number(p.error)}
+                "seconds": round(p.seconds, 3), "error": _number(p.error),
+                "replayed": p.replayed}
 
     return {"verdict": r.verdict, "good": r.good.sha, "bad": r.bad.sha, "commits": r.commits,
             "step": probe(r.step), "culprits": [_culprit_json(c) for c in r.culprits],

@@ -1,20 +1,22 @@
 """The shell commands that confirm a change of the history, for people: `compare` of the
-two stored files, `ab` of the two environments, and a `git bisect run` recipe."""
+two stored files, `ab` of the two environments, and the `run-benchmarks bisect` that finds
+its commit."""
 
 from __future__ import annotations
 
 import os
 import shlex
 from dataclasses import dataclass
+from typing import Any
 
 from kscperf.history.changes import HistoryChange
 
-__all__ = ["ConfirmCommands", "confirm_commands"]
+__all__ = ["ConfirmCommands", "confirm_commands", "bisect_command"]
 
 @dataclass(frozen=True)
 class ConfirmCommands:
     """Shell commands that confirm one change: `compare` of the two builds' files, `ab` of
-    the two environments (where both still exist), and a `git bisect run` recipe (empty
+    the two environments (where both still exist), and the `bisect` of its commits (empty
     where either build has no commit, or both have the same one)."""
 
     compare: str
@@ -26,17 +28,15 @@ def _quote(text: str) -> str:
     return shlex.quote(text)
 
 
-# The bisect run's size: enough processes for the machine-speed canary to give an interval
-# (with one process a side every verdict would be "machine-shift"), few values for speed.
-_BISECT_PROCESSES = 3
-_BISECT_VALUES = 5
-_BISECT_OUTPUT = "/tmp/kscperf-bisect.json"
+# How each commit is built when the nightly did not read the package from its checkout: a
+# venv over the nightly's Python (its torch and other packages), the checkout installed in
+# it without dependencies.
+_VENV_BUILD = "{python} -m venv --system-site-packages .venv && .venv/bin/pip install -q --no-deps ."
 
 
 def confirm_commands(change: HistoryChange) -> ConfirmCommands:
     """The commands that confirm `change` (see `ConfirmCommands`). The stored files are
-    named by absolute paths, so the commands work from any folder (the bisect runs in the
-    repository under test)."""
+    named by absolute paths, so the commands work from any folder."""
     key = change.key
     cell = _quote(key.cell)
     before = _quote(os.path.abspath(change.before.file))
@@ -48,20 +48,23 @@ def confirm_commands(change: HistoryChange) -> ConfirmCommands:
     # Reruns of one commit have nothing to bisect: their difference is not in the code.
     if change.before.git_commit and change.after.git_commit and \
             change.before.git_commit != change.after.git_commit:
-        bisect = (f"git bisect start {change.after.short_commit} {change.before.short_commit} "
-                  f"&& git bisect run sh -c {_quote(_bisect_test(cell, before))}")
+        bisect = bisect_command(change.before.git_commit, change.after.git_commit, key.cell,
+                                change.after.source)
     return ConfirmCommands(compare, ab, bisect)
 
 
-def _bisect_test(cell: str, before: str) -> str:
-    """The shell test of one commit for `git bisect run`: exit 1 only when `compare` finds
-    a regression against the build before the change; anything else that fails (the
-    install, the run, a refused comparison) is 125, "cannot test this commit", so a broken
-    commit is skipped rather than blamed. The run is another size than the stored build's,
-    so the comparison is forced; the canary still accounts for the machine's speed."""
-    out = _BISECT_OUTPUT
-    return (f"rm -f {out}; pip install -q . || exit 125; "
-            f"run-benchmarks run -k {cell} --processes {_BISECT_PROCESSES} "
-            f"--values {_BISECT_VALUES} -o {out} -q; [ -s {out} ] || exit 125; "
-            f"run-benchmarks compare {before} {out} --force --fail-on-regression "
-            "|| { rc=$?; [ $rc = 1 ] && exit 1 || exit 125; }")
+def bisect_command(good: str, bad: str, cell: str, source: dict[str, Any]) -> str:
+    """The `run-benchmarks bisect` of the step from commit `good` to `bad` in `cell`, from
+    where the build's code came from (`StoredBuild.source`): its repository and definition
+    paths (REPO and PATH where the file does not say), and its package read from each
+    checkout (`--env PYTHONPATH={checkout}`) or installed into a venv in it."""
+    repo = _quote(str(source.get("git_toplevel") or "REPO"))
+    paths = str(source.get("definition_paths") or "PATH")
+    if source.get("source_on_pythonpath"):
+        how = "--env 'PYTHONPATH={checkout}'"
+    else:
+        python = str(source.get("source_python") or "python3")
+        how = (f"--build-cmd {_quote(_VENV_BUILD.format(python=_quote(python)))} "
+               "--python .venv/bin/python")
+    return (f"run-benchmarks bisect --repo {repo} --good {good[:12]} --bad {bad[:12]} "
+            f"-k {_quote(cell)} {how} {paths}")

@@ -1,0 +1,155 @@
+"""The statistics of a bisect's probes and the search over a range, on made-up pair
+numbers and made-up probes (the real runs are tests/test_bisect_cli.py)."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from kscperf.bisect.search import default_max_probes, search_range
+from kscperf.stats import bisection
+from kscperf.stats.bisection import ProbeDecision, ProbeVerdict
+
+STEP = math.log(1.05)
+SD = 0.01
+
+
+def _numbers(level: float, n: int, seed: int = 1, sd: float = SD) -> list[float]:
+    rng = random.Random(seed)
+    return [rng.gauss(level, sd) for _ in range(n)]
+
+
+@pytest.mark.parametrize("level, verdict", [(0.0, ProbeVerdict.LIKE_GOOD),
+                                            (STEP, ProbeVerdict.LIKE_BAD),
+                                            (STEP / 2, ProbeVerdict.PARTIAL)])
+def test_a_probe_says_which_level_its_pairs_are_at(level: float, verdict: ProbeVerdict) -> None:
+    d = bisection.probe_decision(_numbers(level, 24), 0.0, STEP, SD, 0.0125)
+    assert d.verdict is verdict
+    assert 0.0 < d.error <= (2 if verdict is ProbeVerdict.PARTIAL else 1) * 0.0125
+    assert d.pairs == 24 and d.ratio_low < math.exp(level) < d.ratio_high
+
+
+def test_a_probe_decides_nothing_before_its_fewest_pairs_nor_on_a_wild_pair() -> None:
+    assert bisection.probe_decision([0.0, 0.0], 0.0, STEP, SD, 0.01).verdict is \
+        ProbeVerdict.CANT_TELL
+    # One pair 100 steps away is clipped to within one step: three pairs at the good level
+    # and one wild one stay like-good.
+    d = bisection.probe_decision([0.0, 0.001, -0.001, 100 * STEP], 0.0, STEP, SD / 4, 0.01)
+    assert d.verdict is not ProbeVerdict.LIKE_BAD
+
+
+def test_a_probe_of_a_speed_up_is_oriented_like_a_slow_down() -> None:
+    d = bisection.probe_decision(_numbers(-STEP, 12), 0.0, -STEP, SD, 0.01)
+    assert d.verdict is ProbeVerdict.LIKE_BAD
+
+
+def test_noise_as_large_as_the_step_leaves_a_probe_undecided() -> None:
+    d = bisection.probe_decision(_numbers(STEP / 2, 3, sd=0.2), 0.0, STEP, 0.2, 0.001)
+    assert d.verdict is ProbeVerdict.CANT_TELL and math.isnan(d.error)
+
+
+def test_the_probe_error_rate_holds_on_simulated_pairs() -> None:
+    # 2,000 probes of a commit at the good level, 3 to 24 pairs each: like-bad at most
+    # alpha of the time (in truth far less, the bound being for the midway level).
+    rng = random.Random(7)
+    wrong = 0
+    for _ in range(2000):
+        numbers: list[float] = []
+        while True:
+            numbers.append(rng.gauss(0.0, SD))
+            d = bisection.probe_decision(numbers, 0.0, STEP, SD, 0.05)
+            if d.verdict is not ProbeVerdict.CANT_TELL or len(numbers) == 24:
+                break
+        wrong += d.verdict is ProbeVerdict.LIKE_BAD
+    assert wrong <= 0.05 * 2000 / 10
+
+
+def test_a_step_is_shown_ruled_out_or_open() -> None:
+    assert bisection.check_step(_numbers(STEP, 8), 0.0025).shown is True
+    assert bisection.check_step(_numbers(0.0, 16, sd=0.005), 0.0025).shown is False
+    assert bisection.check_step(_numbers(0.0, 4, sd=0.05), 0.0025).shown is None
+    assert bisection.check_step([0.1], 0.01).shown is None
+
+
+def test_the_pooled_spread_is_of_each_group_about_its_own_mean() -> None:
+    assert bisection.pooled_sd([[0.0, 0.02], [1.0, 1.02]]) == pytest.approx(math.sqrt(0.0002))
+    assert bisection.pooled_sd([[5.0, 5.0]]) == bisection.MIN_PAIR_SD
+    assert math.isnan(bisection.pooled_sd([[1.0]]))
+
+
+def test_a_culprit_error_adds_its_verdicts_and_its_verification() -> None:
+    assert bisection.culprit_error([0.01, 0.0], 0.002) == pytest.approx(0.012)
+    assert bisection.culprit_error([0.5, 0.7], 0.1) == 1.0
+    assert bisection.culprit_error([0.0, 0.0], math.nan) == 1.0
+
+
+class _Planted:
+    """A range whose commits' levels are planted: commit i is at levels[i]; `broken`
+    commits are untestable. Says the verdict a perfect probe would."""
+
+    def __init__(self, levels: list[float], broken: set[int] = set()) -> None:
+        self.levels, self.broken, self.asked = levels, broken, []
+
+    def __call__(self, i: int, low: float, high: float) -> ProbeDecision | None:
+        self.asked.append(i)
+        if i in self.broken:
+            return None
+        level = self.levels[i]
+        width = high - low
+        y = (level - low) / width
+        verdict = (ProbeVerdict.LIKE_GOOD if y < 0.25 else ProbeVerdict.LIKE_BAD if y > 0.75
+                   else ProbeVerdict.PARTIAL)
+        return ProbeDecision(verdict, level, math.exp(level), math.exp(level), 0.001, 3)
+
+
+def _levels(count: int, steps: dict[int, float]) -> list[float]:
+    level, out = 0.0, []
+    for i in range(count):
+        level += steps.get(i, 0.0)
+        out.append(level)
+    return out
+
+
+def test_one_culprit_among_64_is_found_in_log2_probes() -> None:
+    probe = _Planted(_levels(64, {37: STEP}))
+    searched = search_range(64, STEP, probe)
+    assert [(f.parent, f.last) for f in searched.found] == [(36, 37)]
+    assert searched.found[0].is_culprit and len(probe.asked) == 6
+    assert searched.found[0].errors == (0.001, 0.001)
+
+
+def test_untestable_commits_before_the_culprit_make_a_range_never_a_commit() -> None:
+    probe = _Planted(_levels(64, {40: STEP}), broken={36, 37, 38, 39})
+    searched = search_range(64, STEP, probe)
+    assert [list(f.commits) for f in searched.found] == [[36, 37, 38, 39, 40]]
+    assert searched.untestable == [36, 37, 38, 39] and not searched.found[0].is_culprit
+
+
+def test_two_culprits_split_at_a_partial_probe_and_rank_by_size() -> None:
+    small, large = math.log(1.04), math.log(1.06)
+    probe = _Planted(_levels(64, {20: small, 45: large}))
+    searched = search_range(64, small + large, probe)
+    assert [(f.parent, f.last) for f in searched.found] == [(44, 45), (19, 20)]
+
+
+def test_the_search_stops_at_its_probe_cap_with_what_is_left_as_a_range() -> None:
+    probe = _Planted(_levels(64, {37: STEP}))
+    searched = search_range(64, STEP, probe, max_probes=2)
+    assert searched.capped and len(probe.asked) == 2
+    assert not searched.found[0].is_culprit and 37 in searched.found[0].commits
+    assert default_max_probes(64) == 32
+
+
+def test_a_commit_that_cannot_tell_is_skipped_for_its_neighbour() -> None:
+    levels = _levels(16, {9: STEP})
+
+    def probe(i: int, low: float, high: float) -> ProbeDecision | None:
+        if i == 8:
+            return ProbeDecision(ProbeVerdict.CANT_TELL, 0.0, 1.0, 1.0, math.nan, 24)
+        return _Planted(levels)(i, low, high)
+
+    searched = search_range(16, STEP, probe)
+    # 8 cannot tell, so the culprit 9 lies in a range after 7: 8 and 9.
+    assert [list(f.commits) for f in searched.found] == [[8, 9]]
