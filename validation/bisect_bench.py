@@ -1,0 +1,272 @@
+"""tools/bisect-bench: real bisects of a made git repository (validation/bisect_repo.py),
+64 commits, in four scenarios, by three methods: `run-benchmarks bisect`, the `git bisect
+run` recipe the history printed before (one separate run a commit, compared with the good
+end's stored file by `compare --fail-on-regression`), and one run a commit with no test, as
+`asv find` does (descend into the half with the larger jump). Scores each bisect against
+the planted truth and prints one table of the methods' rates."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from kscperf import api
+from kscperf.orchestrator.session import RunConfig
+from validation.bisect_repo import BENCH_PATH, BUILD_CMD, CELL, ENV_ARG, Scenario, make_repo
+
+__all__ = ["main", "Trial", "scenario_for", "score_bisect"]
+
+_BENCHMARK = CELL + "/2048"
+SCENARIOS = ("one", "aa", "untestable", "two")
+METHODS = ("kscperf", "git-bisect-run", "one-run")
+# The timing of each lockstep pair: few values, each one pair number.
+_VALUES, _WARMUPS, _MIN_TIME = 6, 1, 0.005
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One scenario's planted truth: the repository's scenario, the culprits (commit index:
+    relative step), the untestable commits."""
+
+    name: str
+    scenario: Scenario
+    culprits: dict[int, float]
+
+
+def scenario_for(name: str, rng: random.Random, commits: int = 64) -> Trial:
+    """A random trial of scenario `name`: `one` (a 5 % culprit), `aa` (no step),
+    `untestable` (a 5 % culprit after four commits that do not build), `two` (4 % and
+    6 % culprits)."""
+    base = 100
+    if name == "aa":
+        return Trial(name, Scenario(commits), {})
+    if name == "two":
+        first = rng.randrange(6, commits // 2 - 2)
+        second = rng.randrange(commits // 2 + 2, commits - 4)
+        sizes = [0.04, 0.06]
+        rng.shuffle(sizes)
+        r1 = round(base * (1 + sizes[0]))
+        r2 = round(r1 * (1 + sizes[1]))
+        return Trial(name, Scenario(commits, {first: r1, second: r2}),
+                     {first: r1 / base - 1, second: r2 / r1 - 1})
+    culprit = rng.randrange(8, commits - 4)
+    broken = frozenset(range(culprit - 4, culprit)) if name == "untestable" else frozenset()
+    return Trial(name, Scenario(commits, {culprit: 105}, broken), {culprit: 0.05})
+
+
+@dataclass
+class Outcome:
+    """What one bisect said: the commits it named (largest first), its verdict, the stated
+    errors of what it named (NaN where a method states none), its comparisons or runs, its
+    seconds and the load average meanwhile, and whether it flagged an unexplained rest."""
+
+    verdict: str
+    named: list[int]
+    errors: list[float]
+    ranges: list[list[int]]
+    comparisons: int
+    seconds: float
+    load: float
+    not_all_explained: bool = False
+
+
+def score_bisect(trial: Trial, out: Outcome) -> dict[str, bool]:
+    """The targets of issue 30 for one bisect: `exact` (named what the scenario asks),
+    `wrong` (named a commit that is no culprit, or outside the untestable range), and
+    `wrong_confident` (such a commit with a stated error under 5 %)."""
+    truth = set(trial.culprits)
+    if trial.name == "aa":
+        exact = out.verdict == "not-reproduced"
+        wrong = bool(out.named)
+    elif trial.name == "untestable":
+        (culprit,) = truth
+        allowed = set(range(culprit - 4, culprit + 1))
+        exact = out.verdict == "range" and out.ranges == [sorted(allowed)]
+        wrong = any(n not in allowed for n in out.named) or (
+            out.verdict == "culprit" and out.named != [])
+    elif trial.name == "two":
+        larger = max(truth, key=lambda i: trial.culprits[i])
+        exact = truth <= set(out.named) or (out.named[:1] == [larger] and out.not_all_explained)
+        wrong = any(n not in truth for n in out.named)
+    else:
+        exact = out.named[:1] == sorted(truth) and out.verdict == "culprit"
+        wrong = any(n not in truth for n in out.named)
+    confident = any(n not in truth and math.isfinite(e) and e < 0.05
+                    for n, e in zip(out.named, out.errors))
+    return {"exact": exact, "wrong": wrong, "wrong_confident": confident}
+
+
+def _load() -> float:
+    return os.getloadavg()[0]
+
+
+def _kscperf(repo: Path, shas: list[str], cache: Path) -> Outcome:
+    index = {s: i for i, s in enumerate(shas)}
+    config = RunConfig(paths=(BENCH_PATH,), patterns=(CELL,), values=_VALUES,
+                       warmups=_WARMUPS, min_time=_MIN_TIME)
+    name, _, value = ENV_ARG.partition("=")
+    t0, loads = time.monotonic(), [_load()]
+    result = api.bisect(config, good=shas[0], bad=shas[-1], repo=str(repo),
+                        cache_dir=str(cache), build_cmd=BUILD_CMD,
+                        env=((name, value),),
+                        on_event=lambda e: loads.append(_load()))
+    named = [index[c.commits[-1].sha] for c in result.culprits]
+    ranges = [[index[x.sha] for x in c.commits] for c in result.culprits if c.is_range]
+    return Outcome(result.verdict, named, [c.error for c in result.culprits], ranges,
+                   len(result.probes) + 1, time.monotonic() - t0, statistics.fmean(loads),
+                   result.not_all_explained)
+
+
+def _run_commit(checkout: Path, out: Path, processes: int) -> float | None:
+    """One separate run of a checkout's cell: its median time, None if it did not run."""
+    if (checkout / "BROKEN").exists():
+        return None
+    env = dict(os.environ, PYTHONPATH=str(checkout))
+    proc = subprocess.run([sys.executable, "-m", "kscperf", "run", "-k", CELL, "--processes",
+                           str(processes), "--values", "5", "-o", str(out), "--replace", "-q",
+                           str(checkout / BENCH_PATH)], env=env, capture_output=True,
+                          cwd=checkout, timeout=600)
+    if proc.returncode != 0 or not out.exists():
+        return None
+    loaded = api.load(str(out))
+    values = [v for run in loaded.runs_values.get(_BENCHMARK, []) for v in run]
+    return statistics.median(values) if values else None
+
+
+def _worktree(repo: Path, sha: str, root: Path) -> Path:
+    path = root / sha[:12]
+    if not path.exists():
+        subprocess.run(["git", "-C", str(repo), "worktree", "add", "-q", "--detach", str(path),
+                        sha], check=True, capture_output=True)
+    return path
+
+
+def _git_bisect_run(repo: Path, shas: list[str], work: Path) -> Outcome:
+    """The recipe `history changes` printed until 2026-12-02, with the install step replaced
+    by the checkout on PYTHONPATH (the package is pure Python)."""
+    t0, load = time.monotonic(), _load()
+    good = work / "good.json"
+    _run_commit(_worktree(repo, shas[0], work), good, 3)
+    out = work / "probe.json"
+    test = (f"[ -e BROKEN ] && exit 125; rm -f {out}; PYTHONPATH=$PWD {shlex.quote(sys.executable)}"
+            f" -m kscperf run -k {CELL} --processes 3 --values 5 -o {out} -q {BENCH_PATH}; "
+            f"[ -s {out} ] || exit 125; {shlex.quote(sys.executable)} -m kscperf compare {good} "
+            f"{out} --force --fail-on-regression >/dev/null || {{ rc=$?; [ $rc = 1 ] && exit 1"
+            " || exit 125; }")
+    subprocess.run(["git", "-C", str(repo), "bisect", "start", shas[-1], shas[0]],
+                   check=True, capture_output=True)
+    proc = subprocess.run(["git", "-C", str(repo), "bisect", "run", "sh", "-c", test],
+                          capture_output=True, text=True, cwd=repo, timeout=3600)
+    subprocess.run(["git", "-C", str(repo), "bisect", "reset"], capture_output=True)
+    runs = proc.stdout.count("running")
+    said = proc.stdout.split("could be any of:", 1)
+    if len(said) == 2:  # only skipped commits left: git names them all, and their child
+        ranges = [[i for i, s in enumerate(shas) if s in said[1]]]
+        named, verdict = ranges[0][-1:], "range"
+    else:
+        ranges = []
+        named = [i for i, s in enumerate(shas) if f"{s} is the first bad commit" in proc.stdout]
+        verdict = "culprit" if named else "not-reproduced"
+    return Outcome(verdict, named, [math.nan] * len(named), ranges, runs + 1,
+                   time.monotonic() - t0, (load + _load()) / 2)
+
+
+def _one_run(repo: Path, shas: list[str], work: Path) -> Outcome:
+    """One run a commit, no test: `asv find`'s descent into the half with the larger jump,
+    always ending at a commit; an untestable midpoint is replaced by its next neighbour."""
+    t0, load = time.monotonic(), _load()
+    runs = 0
+
+    def time_of(i: int) -> float | None:
+        nonlocal runs
+        runs += 1
+        return _run_commit(_worktree(repo, shas[i], work), work / f"r{i}.json", 1)
+
+    lo, hi = 0, len(shas) - 1
+    t_lo, t_hi = time_of(lo), time_of(hi)
+    assert t_lo is not None and t_hi is not None
+    while hi - lo > 1:
+        mid, t_mid = (lo + hi) // 2, None
+        for candidate in sorted(range(lo + 1, hi), key=lambda i: abs(i - (lo + hi) / 2)):
+            mid, t_mid = candidate, time_of(candidate)
+            if t_mid is not None:
+                break
+        if t_mid is None:
+            break
+        if abs(math.log(t_mid / t_lo)) > abs(math.log(t_hi / t_mid)):
+            hi, t_hi = mid, t_mid
+        else:
+            lo, t_lo = mid, t_mid
+    return Outcome("culprit", [hi], [math.nan], [], runs, time.monotonic() - t0,
+                   (load + _load()) / 2)
+
+
+_METHODS: dict[str, Callable[[Path, list[str], Path], Outcome]] = {
+    "kscperf": _kscperf, "git-bisect-run": _git_bisect_run, "one-run": _one_run}
+
+
+def _trial(method: str, trial: Trial, tmp: Path) -> Outcome:
+    repo = tmp / "repo"
+    shas = make_repo(repo, trial.scenario)
+    return _METHODS[method](repo, shas, tmp / "work")
+
+
+def _summary(method: str, name: str, scored: list[tuple[Outcome, dict[str, bool]]]) -> str:
+    n = len(scored)
+    exact = sum(s["exact"] for _, s in scored)
+    wrong = sum(s["wrong"] for _, s in scored)
+    confident = sum(s["wrong_confident"] for _, s in scored)
+    seconds = statistics.median(o.seconds for o, _ in scored)
+    comparisons = statistics.median(o.comparisons for o, _ in scored)
+    load = statistics.fmean(o.load for o, _ in scored)
+    return (f"  {method:15s} {name:11s} exact {exact}/{n}  wrong {wrong}/{n}  wrong with a "
+            f"stated error under 5 % {confident}/{n}  median {comparisons:g} comparisons or "
+            f"runs, {seconds:.0f} s (load {load:.2f})")
+
+
+def main(doc: str) -> None:
+    """Parse the options and run the trials, printing each bisect and then the table."""
+    parser = argparse.ArgumentParser(description=doc,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--trials", type=int, default=10)
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS))
+    parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument("--seed", type=int, default=20261202)
+    parser.add_argument("--json", metavar="FILE", help="also write every outcome here")
+    args = parser.parse_args()
+    print(f"bisect-bench on {os.cpu_count()} CPUs, python {sys.version.split()[0]}, "
+          f"seed {args.seed}, {args.trials} trials a scenario and method", flush=True)
+    table: list[str] = []
+    dump: list[dict[str, Any]] = []
+    for method in args.methods.split(","):
+        for name in args.scenarios.split(","):
+            rng = random.Random(f"{args.seed}-{name}")
+            scored = []
+            for k in range(args.trials):
+                trial = scenario_for(name, rng)
+                with tempfile.TemporaryDirectory(prefix="kscperf-bisect-bench-") as tmp:
+                    out = _trial(method, trial, Path(tmp))
+                s = score_bisect(trial, out)
+                scored.append((out, s))
+                dump.append({"method": method, "scenario": name, "truth": trial.culprits,
+                             "outcome": out.__dict__, "score": s})
+                print(f"{method} {name} #{k + 1}: truth {sorted(trial.culprits)} -> "
+                      f"{out.verdict} {out.named} ranges {out.ranges} errors "
+                      f"{[round(e, 4) for e in out.errors]} in {out.comparisons} comparisons, "
+                      f"{out.seconds:.0f} s, load {out.load:.2f}: {s}", flush=True)
+            table.append(_summary(method, name, scored))
+    print("\n".join(["", "summary:", *table]))
+    if args.json:
+        Path(args.json).write_text(json.dumps(dump, indent=1, default=str))
