@@ -30,8 +30,8 @@ from kscperf.views import report as _report
 
 __all__ = ["run", "run_checks", "run_ab", "load", "compare_builds", "write_report",
            "merge_shards", "history_add", "history_rebuild", "history_changes",
-           "history_check", "build_dashboard", "bisect", "BisectInterrupted", "DEFAULT_STORE",
-           "Build", "RunConfig", "SessionResult"]
+           "history_check", "build_dashboard", "bisect_commits", "BisectInterrupted",
+           "DEFAULT_STORE", "Build", "RunConfig", "SessionResult"]
 
 
 ResultsLike = str | _results.LoadedResults
@@ -203,12 +203,13 @@ def build_dashboard(store: str = DEFAULT_STORE, output: str = "dashboard", *,
         return dashboard.write_dashboard(opened, output, min_effect=min_effect)
 
 
-def bisect(config: RunConfig | str, *, good: str, bad: str, repo: str | None = None,
-           builds_file: str | None = None, cache_dir: str = BISECT_CACHE,
-           build_cmd: str | None = None, python: str | None = None,
-           env: Sequence[tuple[str, str]] = (), error: float = _bisection.DEFAULT_ERROR,
-           max_pairs: int = _bisection.DEFAULT_MAX_PAIRS, resume: bool = False,
-           on_event: Any = None, **settings: Any) -> Any:
+def bisect_commits(config: RunConfig | str, *, good: str, bad: str, repo: str | None = None,
+                   builds_file: str | None = None, cache_dir: str = BISECT_CACHE,
+                   build_cmd: str | None = None, python: str | None = None,
+                   env: Sequence[tuple[str, str]] = (),
+                   error: float = _bisection.DEFAULT_ERROR,
+                   max_pairs: int = _bisection.DEFAULT_MAX_PAIRS, resume: bool = False,
+                   on_event: Any = None, **settings: Any) -> Any:
     """The commit that made the step between `good` and `bad` (docs/method.md, "Bisecting a
     step"): in the git repository `repo`, each commit checked out under `cache_dir` and
     built with `build_cmd`, its workers run by `python` (relative to the checkout or

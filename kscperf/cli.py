@@ -491,7 +491,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
 
     try:
         given = {name: getattr(args, name) for name in _BISECT_OPTIONS}
-        result = api.bisect(_config(args), env=tuple(args.env), **given, on_event=None
+        result = api.bisect_commits(_config(args), env=tuple(args.env), **given, on_event=None
                             if args.quiet else lambda e: _err(format_bisect_event(e)))
     except api.BisectInterrupted as stop:
         _err(f"interrupted: {stop.finished} finished comparisons kept in {stop.state_path}; "

@@ -82,6 +82,13 @@ def test_a_range_without_a_step_is_not_reproduced(tmp_path: Path) -> None:
     first = proc.stdout.splitlines()[0]
     assert first.startswith("not-reproduced: ") and "step " in first
     assert " probe " not in proc.stderr  # nothing was bisected
+    assert proc.stderr.count(": built in") == 2 and "2 builds run" in proc.stdout
+    # A second bisect of the same range builds nothing again.
+    again = subprocess.run(_bisect_args(tmp_path / "repo", tmp_path / "cache", shas[0],
+                                        shas[-1]), capture_output=True, text=True,
+                           cwd=tmp_path, timeout=900)
+    assert again.returncode == 0 and again.stderr.count(": reused in") == 2, again.stderr
+    assert "0 builds run" in again.stdout
 
 
 def test_an_interrupted_bisect_resumes_from_its_finished_comparisons(tmp_path: Path) -> None:
@@ -183,3 +190,36 @@ def test_the_dashboards_bisect_command_finds_the_changes_culprit(tmp_path: Path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout)
     assert result["verdict"] == "culprit" and result["culprits"][0]["commit"] == shas[9]
+
+
+def test_a_builds_file_of_ready_environments_is_bisected_by_label(tmp_path: Path) -> None:
+    # Nightly wheels: each entry a ready environment. Here each "environment" is a Python
+    # wrapper that puts one commit's checkout on the path.
+    shas = make_repo(tmp_path / "repo", Scenario(commits=6, reps_at={3: 115}))
+    lines = ["# label python (relative to this file)"]
+    for i, sha in enumerate(shas):
+        checkout = tmp_path / "checkouts" / f"n{i}"
+        subprocess.run(["git", "-C", str(tmp_path / "repo"), "worktree", "add", "-q",
+                        "--detach", str(checkout), sha], check=True)
+        wrapper = tmp_path / "envs" / f"n{i}" / "python"
+        wrapper.parent.mkdir(parents=True)
+        wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={checkout}:$PYTHONPATH exec '
+                           f'{sys.executable} "$@"\n')
+        wrapper.chmod(0o755)
+        lines.append(f"nightly-{i}  envs/n{i}/python")
+    (tmp_path / "builds.txt").write_text("\n".join(lines) + "\n")
+    proc = subprocess.run([sys.executable, "-m", "kscperf", "bisect", "--builds",
+                           str(tmp_path / "builds.txt"), "--good", "nightly-0", "--bad",
+                           "nightly-5", "-k", CELL, "--cache", str(tmp_path / "cache"),
+                           *_TIMING, "--format", "json",
+                           str(tmp_path / "checkouts" / "n5" / BENCH_PATH)],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    assert result["verdict"] == "culprit" and result["culprits"][0]["commit"] == "nightly-3"
+    assert result["builds_run"] == 0
+    bad = subprocess.run([sys.executable, "-m", "kscperf", "bisect", "--builds",
+                          str(tmp_path / "builds.txt"), "--good", "nightly-5", "--bad",
+                          "nightly-1", BENCH_PATH], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=300)
+    assert bad.returncode == 2 and "comes after --bad nightly-1" in bad.stderr

@@ -167,3 +167,23 @@ def test_a_build_in_another_python_environment(tmp_path: Path) -> None:
     assert new["metadata"]["torch_version"] == base["metadata"]["torch_version"]
     assert [r["verdict"] for r in json.loads(proc.stdout)["benchmarks"]
             if r["kind"] == "time"] == ["same"]
+
+
+def test_each_build_reads_its_own_package_not_the_one_in_the_folder_ab_runs_in(
+        tmp_path: Path) -> None:
+    # A checkout of one build in the folder `ab` runs in (the nightly's own checkout) would
+    # come first on a `python -m` worker's path, and both builds would time its code.
+    for where in ("cwd", "base", "new"):
+        package = (tmp_path if where == "cwd" else tmp_path / where) / "shadowpkg"
+        package.mkdir(parents=True)
+        (package / "__init__.py").write_text(f"WHERE = {where!r}\n")
+    (tmp_path / "defs").mkdir()
+    (tmp_path / "defs" / "own.py").write_text(
+        "import torch\nimport shadowpkg\n\n\ndef own_bench_configs():\n"
+        "    assert shadowpkg.WHERE != 'cwd', 'read the package of the folder ab runs in'\n"
+        "    yield torch.ones(8)\n\n\ndef own_pytorch(x):\n    return x * 2\n")
+    proc = cli("ab", tmp_path / "defs" / "own.py", "--tools", "pt", "--tasks", "inference",
+               "--processes", "1", "--values", "2", "--base-env",
+               f"PYTHONPATH={tmp_path / 'base'}", "--new-env", f"PYTHONPATH={tmp_path / 'new'}",
+               "-o", tmp_path / "out", "-q", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]

@@ -118,7 +118,7 @@ def _kscperf(repo: Path, shas: list[str], cache: Path) -> Outcome:
                        warmups=_WARMUPS, min_time=_MIN_TIME)
     name, _, value = ENV_ARG.partition("=")
     t0, loads = time.monotonic(), [_load()]
-    result = api.bisect(config, good=shas[0], bad=shas[-1], repo=str(repo),
+    result = api.bisect_commits(config, good=shas[0], bad=shas[-1], repo=str(repo),
                         cache_dir=str(cache), build_cmd=BUILD_CMD,
                         env=((name, value),),
                         on_event=lambda e: loads.append(_load()))

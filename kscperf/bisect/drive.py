@@ -33,7 +33,7 @@ from kscperf.stats import bisection
 
 __all__ = ["BisectRequest", "BisectEvent", "ProbeRecord", "Culprit", "BisectResult",
            "BisectInterrupted", "run_bisect", "DEFAULT_ERROR", "DEFAULT_MAX_PAIRS",
-           "CONFIRM_LOOKS", "VERIFY_LOOKS", "EXPLAINED_AT_LEAST"]
+           "CONFIRM_LOOKS", "VERIFY_LOOKS", "EXPLAINED_AT_LEAST", "MIN_PART_OF_STEP"]
 
 DEFAULT_ERROR = bisection.DEFAULT_ERROR
 DEFAULT_MAX_PAIRS = bisection.DEFAULT_MAX_PAIRS
@@ -44,6 +44,10 @@ _CONFIRM_ALPHA = 0.01
 VERIFY_LOOKS = (8, 16, 32)
 # Found culprits that explain less of the confirmed log step than this are flagged.
 EXPLAINED_AT_LEAST = 0.75
+# A part holds only if its verified log step is at least this share of the confirmed one:
+# the probes tell parts apart at a quarter of a range's step, and a smaller one is below
+# what the search can place (a systematic difference of two checkouts, a drift).
+MIN_PART_OF_STEP = 0.25
 
 _STATE_VERSION = 1
 
@@ -209,6 +213,7 @@ class _Bisect:
         self.untestable: dict[int, str] = {}
         self.steps = 0
         self.plan_root = ""
+        self.step_ratio = math.nan
 
     def _load_state(self) -> dict[str, dict[str, Any]]:
         if not self.request.resume:
@@ -363,8 +368,9 @@ class _Bisect:
         e = check.estimate
         looks = sum(1 for n in VERIFY_LOOKS if n <= len(compared.numbers)) or 1
         p = min(1.0, e.p_value * looks) if math.isfinite(e.p_value) else 1.0
-        same_way = (math.log(e.ratio) > 0) == (found.high_level > found.low_level)
-        holds = bool(check.shown) and same_way
+        step = math.log(self.step_ratio)
+        big_enough = math.log(e.ratio) / step >= MIN_PART_OF_STEP
+        holds = bool(check.shown) and big_enough
         self.probes.append(ProbeRecord("verify", self.commits[last],
                                        "holds" if holds else "does-not-hold", e.ratio, e.low,
                                        e.high, len(compared.numbers), compared.seconds, p,
@@ -382,6 +388,7 @@ class _Bisect:
         self.plan_root = self._ready(last, "bad end").checkout
         self._ready(0, "good end")
         check, step = self.confirm()
+        self.step_ratio = step.ratio
         result = BisectResult("not-reproduced", self.commits[0], self.commits[-1],
                               len(self.commits), step, probes=self.probes,
                               state_path=self.state_path)

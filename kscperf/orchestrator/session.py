@@ -277,7 +277,9 @@ class Session:
                             budget_s=self.config.budget_s, on_look=on_look).more
         with _sigterm_interrupts():
             t0 = time.perf_counter()
-            interrupted = self._run_workers(rounds, on_result, writer, more, on_running)
+            # A stopping rule's pairs are replicates too: fresh zygotes, as --until-resolved.
+            fresh = self.config.until_resolved or stopping is not None
+            interrupted = self._run_workers(rounds, on_result, writer, more, on_running, fresh)
             wall_s = time.perf_counter() - t0
             writer.write(complete=not interrupted)
         loaded = [] if interrupted else [
@@ -290,13 +292,13 @@ class Session:
     def _run_workers(self, rounds: list[tuple[int, plan.PlannedCell]],
                      on_result: schedule.OnResult, writer: _PartialWriter,
                      more: schedule.MoreRounds | None = None,
-                     on_running: OnRunning | None = None) -> bool:
+                     on_running: OnRunning | None = None, fresh_zygotes: bool = False) -> bool:
         """Schedule every worker; whether Ctrl-C (or SIGTERM) stopped them. An OSError
         writes what was measured and becomes a KscperfError."""
         launchers: list[Launcher] = []
         try:
             launchers = self._launchers()
-            self._schedule(rounds, launchers, on_result, more, on_running)
+            self._schedule(rounds, launchers, on_result, more, on_running, fresh_zygotes)
         except KeyboardInterrupt:
             return True
         except OSError as exc:
@@ -322,12 +324,12 @@ class Session:
 
     def _schedule(self, rounds: list[tuple[int, plan.PlannedCell]], launchers: list[Launcher],
                   on_result: schedule.OnResult, more: schedule.MoreRounds | None,
-                  on_running: OnRunning | None = None) -> None:
+                  on_running: OnRunning | None = None, fresh_zygotes: bool = False) -> None:
         options = self.config.run_options(self.profile)
         if self.lockstep:
             schedule.run_cells_lockstep(rounds, options, (launchers[0], launchers[1]),
                                         on_result=on_result, more=more,
-                                        fresh_zygotes=self.config.until_resolved,
+                                        fresh_zygotes=fresh_zygotes,
                                         module_roots=(self.builds[0].module_root,
                                                       self.builds[1].module_root))
         else:
