@@ -39,6 +39,9 @@ DEFAULT_ERROR = bisection.DEFAULT_ERROR
 DEFAULT_MAX_PAIRS = bisection.DEFAULT_MAX_PAIRS
 # The confirmation's looks (pairs so far), tested at 0.01 shared among them.
 CONFIRM_LOOKS = (4, 8, 16, 32)
+# Fewest pairs a confirmation shows a step on: its estimate is the bad end's level that the
+# first probes test against (a step ruled out may stop at the first look).
+CONFIRM_SHOWN_FROM = 8
 _CONFIRM_ALPHA = 0.01
 # A culprit's verification against its parent: its looks, sharing half the error.
 VERIFY_LOOKS = (8, 16, 32)
@@ -214,6 +217,8 @@ class _Bisect:
         self.steps = 0
         self.plan_root = ""
         self.step_ratio = math.nan
+        self.initial_step = math.nan
+        self.at_bad_level: list[list[float]] = []
 
     def _load_state(self) -> dict[str, dict[str, Any]]:
         if not self.request.resume:
@@ -315,7 +320,8 @@ class _Bisect:
         alpha = _CONFIRM_ALPHA / len(CONFIRM_LOOKS)
         compared = self.compare("confirm", "confirm", 0, len(self.commits) - 1,
                                 CONFIRM_LOOKS[0], CONFIRM_LOOKS[-1],
-                                lambda numbers: _at_looks(numbers, CONFIRM_LOOKS, alpha))
+                                lambda numbers: _at_looks(numbers, CONFIRM_LOOKS, alpha,
+                                                          CONFIRM_SHOWN_FROM))
         if compared is None:
             raise KscperfError(f"the bad end {self.commits[-1].short} cannot be tested: "
                                f"{self.untestable[len(self.commits) - 1]}.")
@@ -331,7 +337,14 @@ class _Bisect:
 
     def probe(self, index: int, low_level: float, high_level: float
               ) -> bisection.ProbeDecision | None:
-        """Commit `index` against the good end, deciding between the two levels."""
+        """Commit `index` against the good end, deciding between the two levels. The bad
+        end's level is the mean of every pair number measured at it so far (the
+        confirmation's and those of like-bad probes of ranges that end there), not the
+        confirmation's alone: an upper level misestimated by a noisy confirmation would put
+        a like-bad commit near the midway level, where no test decides."""
+        at_bad_end = high_level == self.initial_step
+        if at_bad_end:
+            high_level = statistics.fmean(x for g in self.at_bad_level for x in g)
         sd = bisection.pooled_sd(self.groups)
         alpha = self.request.error / 4.0
 
@@ -347,6 +360,8 @@ class _Bisect:
             self._tell("probe", index, 0, math.nan, "untestable", 0.0)
             return None
         d = decide(compared.numbers)
+        if at_bad_end and d.verdict is bisection.ProbeVerdict.LIKE_BAD:
+            self.at_bad_level.append(compared.numbers)
         self.probes.append(ProbeRecord("probe", self.commits[index], d.verdict.value, d.ratio,
                                        d.ratio_low, d.ratio_high, d.pairs, compared.seconds,
                                        d.error, compared.replayed))
@@ -389,11 +404,13 @@ class _Bisect:
         self._ready(0, "good end")
         check, step = self.confirm()
         self.step_ratio = step.ratio
+        self.initial_step = math.log(step.ratio)
         result = BisectResult("not-reproduced", self.commits[0], self.commits[-1],
                               len(self.commits), step, probes=self.probes,
                               state_path=self.state_path)
         if check.shown:
-            searched = search_range(len(self.commits), math.log(step.ratio), self.probe)
+            self.at_bad_level.append(self.groups[-1])
+            searched = search_range(len(self.commits), self.initial_step, self.probe)
             verified = [self.verify(f) for f in searched.found]
             result.culprits = sorted((c for c in verified if c.holds),
                                      key=lambda c: -abs(math.log(c.ratio)))
@@ -409,11 +426,13 @@ class _Bisect:
         return result
 
 
-def _at_looks(numbers: Sequence[float], looks: Sequence[int], alpha: float) -> int:
-    """Pairs to add before the next look: 0 once a look shows or rules out the step, or
-    past the last look."""
+def _at_looks(numbers: Sequence[float], looks: Sequence[int], alpha: float,
+              shown_from: int = 0) -> int:
+    """Pairs to add before the next look: 0 once a look rules out the step, or shows it
+    with at least `shown_from` pairs, or past the last look."""
     n = len(numbers)
-    if n in looks and bisection.check_step(numbers, alpha).shown is not None:
+    shown = bisection.check_step(numbers, alpha).shown if n in looks else None
+    if shown is False or (shown and n >= shown_from):
         return 0
     return next((look - n for look in looks if look > n), 0)
 
