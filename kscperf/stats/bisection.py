@@ -38,7 +38,7 @@ __all__ = ["DEFAULT_ERROR", "DEFAULT_MAX_PAIRS", "ProbeVerdict", "ProbeDecision"
 # verification's error rates are set from it.
 DEFAULT_ERROR = 0.05
 # Most pairs a probe adds before it says can't-tell.
-DEFAULT_MAX_PAIRS = 24
+DEFAULT_MAX_PAIRS = 48
 
 # Fewest pairs a probe decides on: one pair split by a change of the machine's state must
 # not decide alone.
@@ -148,10 +148,11 @@ def probe_decision(numbers: Sequence[float], low_level: float, high_level: float
     `high_level` (either may be the larger: a step may be a speed-up), with pair spread
     `sd` and per-test error `alpha`.
 
-    Promises: no verdict before `min_pairs` numbers; like-good when the test of the lower
-    against the midway level reaches log(1 / alpha) for the lower, like-bad when the test of
-    the midway against the upper level reaches it for the upper, partial when both reach it
-    for the midway level; else can't-tell. `error` is the likelihood ratio of the nearest
+    Promises: no verdict before `min_pairs` numbers; the spread is the larger of `sd` and
+    the numbers' own; like-good when the test of the lower against the midway level reaches
+    log(1 / alpha) for the lower, like-bad when the test of the midway against the upper
+    level reaches it for the upper, partial when both reach it for the midway level and the
+    numbers' (1 - alpha) t interval lies strictly between the two levels; else can't-tell. `error` is the likelihood ratio of the nearest
     rejected hypothesis (for partial the sum of the two), at most alpha. Each number is
     first clipped to within one step of the range, so that one wild pair moves a test by a
     bounded amount."""
@@ -162,6 +163,8 @@ def probe_decision(numbers: Sequence[float], low_level: float, high_level: float
     width = high_level - low_level
     if n < min_pairs or width == 0.0 or not sd > 0.0:
         return undecided
+    # A probe noisier than the comparisons before it is held to its own spread.
+    sd = max(sd, statistics.stdev(numbers))
     # Oriented so that the lower end is 0 and the upper end 1, whichever way the step goes.
     ys = [min(2.0, max(-1.0, (x - low_level) / width)) for x in numbers]
     sd_y = sd / abs(width)
@@ -174,7 +177,11 @@ def probe_decision(numbers: Sequence[float], low_level: float, high_level: float
     if toward_upper >= bound:
         return ProbeDecision(ProbeVerdict.LIKE_BAD, level, est.low, est.high,
                              math.exp(-toward_upper), n)
-    if toward_middle >= bound and toward_upper <= -bound:
+    # A partial verdict splits the search in two: it also needs its own t interval to lie
+    # strictly between the two levels.
+    inside = min(low_level, high_level) < math.log(est.low) and \
+        math.log(est.high) < max(low_level, high_level)
+    if toward_middle >= bound and toward_upper <= -bound and inside:
         return ProbeDecision(ProbeVerdict.PARTIAL, level, est.low, est.high,
                              math.exp(-toward_middle) + math.exp(toward_upper), n)
     return undecided
