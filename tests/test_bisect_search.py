@@ -69,6 +69,8 @@ def test_the_probe_error_rate_holds_on_simulated_pairs() -> None:
 def test_a_step_is_shown_ruled_out_or_open() -> None:
     assert bisection.check_step(_numbers(STEP, 8), 0.0025).shown is True
     assert bisection.check_step(_numbers(0.0, 16, sd=0.005), 0.0025).shown is False
+    # A significant difference of 1 % lies within the 2 %: no step to bisect.
+    assert bisection.check_step(_numbers(0.01, 32, sd=0.002), 0.0025).shown is False
     assert bisection.check_step(_numbers(0.0, 4, sd=0.05), 0.0025).shown is None
     assert bisection.check_step([0.1], 0.01).shown is None
 

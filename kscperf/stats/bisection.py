@@ -111,8 +111,9 @@ def pairs_estimate(numbers: Sequence[float], alpha: float = stats.ALPHA) -> stat
 
 @dataclass(frozen=True)
 class StepCheck:
-    """Whether pair numbers show a step: `shown` True when the interval excludes no change,
-    False when it lies within `RULED_OUT_WITHIN` of it, None when neither (yet)."""
+    """Whether pair numbers show a step: `shown` False when the interval lies within
+    `RULED_OUT_WITHIN` of no change (whether or not it holds it), else True when it
+    excludes no change, None when neither (yet)."""
 
     shown: bool | None
     estimate: stats.RatioEstimate
@@ -121,15 +122,17 @@ class StepCheck:
 def check_step(numbers: Sequence[float], alpha: float,
                within: float = RULED_OUT_WITHIN) -> StepCheck:
     """The step of pair numbers at one look, tested at `alpha` (the caller divides its
-    error among its looks): shown, ruled out (interval inside [1 / (1 + within),
-    1 + within] and holding 1), or open."""
+    error among its looks): ruled out (interval inside [1 / (1 + within), 1 + within]),
+    else shown (interval excluding 1), else open."""
     e = pairs_estimate(numbers, alpha)
     if not math.isfinite(e.low):
         return StepCheck(None, e)
-    if e.low > 1.0 or e.high < 1.0:
-        return StepCheck(True, e)
+    # Within `within` first: two checkouts of the same code can differ by a fraction of a
+    # percent, significantly, which is no step to bisect.
     if e.low >= 1.0 / (1.0 + within) and e.high <= 1.0 + within:
         return StepCheck(False, e)
+    if e.low > 1.0 or e.high < 1.0:
+        return StepCheck(True, e)
     return StepCheck(None, e)
 
 
