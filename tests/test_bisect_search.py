@@ -75,6 +75,18 @@ def test_a_step_is_shown_ruled_out_or_open() -> None:
     assert bisection.check_step([0.1], 0.01).shown is None
 
 
+def test_a_difference_within_the_no_step_band_is_never_shown() -> None:
+    # As an A/A bisect of two checkouts met it: 0.988x [0.979x, 0.997x] over 16 pairs,
+    # significant and not within the 2 % either.
+    numbers = _numbers(math.log(0.988), 16, sd=0.016)
+    check = bisection.check_step(numbers, 0.0025)
+    assert check.estimate.p_value < 0.05 and check.estimate.low < 1 / 1.02
+    assert check.shown is None and check.p_value > 0.05
+    # The same spread about a 5 % step: shown, its p against the band's edge.
+    step = bisection.check_step(_numbers(math.log(1.05), 16, sd=0.016), 0.0025)
+    assert step.shown is True and step.estimate.p_value < step.p_value < 0.0025
+
+
 def test_the_pooled_spread_is_of_each_group_about_its_own_mean() -> None:
     assert bisection.pooled_sd([[0.0, 0.02], [1.0, 1.02]]) == pytest.approx(math.sqrt(0.0002))
     assert bisection.pooled_sd([[5.0, 5.0]]) == bisection.MIN_PAIR_SD

@@ -217,6 +217,55 @@ _METHODS: dict[str, Callable[[Path, list[str], Path], Outcome]] = {
     "kscperf": _kscperf, "git-bisect-run": _git_bisect_run, "one-run": _one_run}
 
 
+def null_calibration(comparisons: int, pairs: int, ratios: tuple[float, ...] = (0.0, 1.0)
+                     ) -> list[str]:
+    """Lockstep comparisons of two checkouts of identical code (commit 0 of an A/A
+    repository against commit k, k = 1..`comparisons`), `pairs` pairs each, once per zygote
+    restart ratio: whether the pairs' t-test holds its error rate there. Returns one line
+    per comparison and a summary per ratio: how many were significant at 5 %, and the
+    spread of the comparisons' means over their typical standard error (about 1 when the
+    pairs are independent)."""
+    from kscperf.bisect.builds import BuildCache, BuildRecipe, range_commits
+    from kscperf.bisect.pairs import run_comparison
+    from kscperf.stats import bisection
+
+    lines: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="kscperf-bisect-null-") as tmp:
+        repo = Path(tmp) / "repo"
+        shas = make_repo(repo, Scenario(comparisons + 1))
+        name, _, value = ENV_ARG.partition("=")
+        cache = BuildCache(str(Path(tmp) / "cache"), str(repo),
+                           BuildRecipe(BUILD_CMD, None, ((name, value),)))
+        commits = range_commits(str(repo), shas[0], shas[-1])
+        envs = [cache.prepare(c) for c in commits]
+        config = RunConfig(paths=(BENCH_PATH,), patterns=(CELL,), values=_VALUES,
+                           warmups=_WARMUPS, min_time=_MIN_TIME)
+        for ratio in ratios:
+            means, ses, significant = [], [], 0
+            for k in range(1, comparisons + 1):
+                base, new = envs[0], envs[k]
+                assert not isinstance(base, str) and not isinstance(new, str)
+                t0, load = time.monotonic(), _load()
+                got = run_comparison(config, base, new, base.checkout,
+                                     str(Path(tmp) / f"out-{ratio}-{k}"), first_pairs=pairs,
+                                     max_pairs=pairs, more_after=lambda n: 0,
+                                     restart_ratio=ratio)
+                e = bisection.pairs_estimate(got.numbers)
+                means.append(statistics.fmean(got.numbers))
+                ses.append(statistics.stdev(got.numbers) / math.sqrt(len(got.numbers)))
+                significant += e.p_value < 0.05
+                lines.append(f"null restart-ratio {ratio:g} #{k}: {e.ratio:.4f}x "
+                             f"[{e.low:.4f}x, {e.high:.4f}x] p {e.p_value:.3f}, "
+                             f"{len(got.numbers)} pairs, {time.monotonic() - t0:.0f} s, "
+                             f"load {(load + _load()) / 2:.2f}")
+                print(lines[-1], flush=True)
+            spread = statistics.stdev(means) / statistics.median(ses)
+            lines.append(f"  restart ratio {ratio:g}: significant at 5 % in {significant} of "
+                         f"{comparisons}; spread of means / median standard error {spread:.2f}")
+            print(lines[-1], flush=True)
+    return lines
+
+
 def _trial(method: str, trial: Trial, tmp: Path) -> Outcome:
     repo = tmp / "repo"
     shas = make_repo(repo, trial.scenario)
@@ -245,7 +294,17 @@ def main(doc: str) -> None:
     parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--seed", type=int, default=20261202)
     parser.add_argument("--json", metavar="FILE", help="also write every outcome here")
+    parser.add_argument("--null", type=int, metavar="N", default=0,
+                        help="instead, N lockstep comparisons of identical code per zygote "
+                             "restart ratio (the pairs' calibration)")
+    parser.add_argument("--null-pairs", type=int, default=16)
+    parser.add_argument("--null-ratios", default="0,1",
+                        help="the zygote restart ratios of --null (0: every pair)")
     args = parser.parse_args()
+    if args.null:
+        null_calibration(args.null, args.null_pairs,
+                         tuple(float(r) for r in args.null_ratios.split(",")))
+        return
     print(f"bisect-bench on {os.cpu_count()} CPUs, python {sys.version.split()[0]}, "
           f"seed {args.seed}, {args.trials} trials a scenario and method", flush=True)
     table: list[str] = []

@@ -32,11 +32,8 @@ from kscperf.results.fileio import write_text_atomic
 from kscperf.stats import bisection
 
 __all__ = ["BisectRequest", "BisectEvent", "ProbeRecord", "Culprit", "BisectResult",
-           "BisectInterrupted", "run_bisect", "DEFAULT_ERROR", "DEFAULT_MAX_PAIRS",
-           "CONFIRM_LOOKS", "VERIFY_LOOKS", "EXPLAINED_AT_LEAST", "MIN_PART_OF_STEP"]
+           "BisectInterrupted", "run_bisect", "CONFIRM_LOOKS", "VERIFY_LOOKS", "EXPLAINED_AT_LEAST", "MIN_PART_OF_STEP"]
 
-DEFAULT_ERROR = bisection.DEFAULT_ERROR
-DEFAULT_MAX_PAIRS = bisection.DEFAULT_MAX_PAIRS
 # The confirmation's looks (pairs so far), tested at 0.01 shared among them.
 CONFIRM_LOOKS = (4, 8, 16, 32)
 # Fewest pairs a confirmation shows a step on: its estimate is the bad end's level that the
@@ -68,8 +65,8 @@ class BisectRequest:
     repo: str | None = None
     builds_file: str | None = None
     recipe: _builds.BuildRecipe = _builds.BuildRecipe()
-    error: float = DEFAULT_ERROR
-    max_pairs: int = DEFAULT_MAX_PAIRS
+    error: float = bisection.DEFAULT_ERROR
+    max_pairs: int = bisection.DEFAULT_MAX_PAIRS
     resume: bool = False
 
     def __post_init__(self) -> None:
@@ -216,8 +213,7 @@ class _Bisect:
         self.untestable: dict[int, str] = {}
         self.steps = 0
         self.plan_root = ""
-        self.step_ratio = math.nan
-        self.initial_step = math.nan
+        self.initial_step = math.nan  # the confirmed step's log ratio
         self.at_bad_level: list[list[float]] = []
 
     def _load_state(self) -> dict[str, dict[str, Any]]:
@@ -329,7 +325,7 @@ class _Bisect:
         e = check.estimate
         verdict = {True: "shown", False: "ruled-out", None: "can't-tell"}[check.shown]
         record = ProbeRecord("confirm", self.commits[-1], verdict, e.ratio, e.low, e.high,
-                             len(compared.numbers), compared.seconds, e.p_value,
+                             len(compared.numbers), compared.seconds, check.p_value,
                              compared.replayed)
         self._tell("confirm", len(self.commits) - 1, record.pairs, e.ratio, verdict,
                    record.seconds)
@@ -382,9 +378,8 @@ class _Bisect:
         check = bisection.check_step(compared.numbers, alpha)
         e = check.estimate
         looks = sum(1 for n in VERIFY_LOOKS if n <= len(compared.numbers)) or 1
-        p = min(1.0, e.p_value * looks) if math.isfinite(e.p_value) else 1.0
-        step = math.log(self.step_ratio)
-        big_enough = math.log(e.ratio) / step >= MIN_PART_OF_STEP
+        p = min(1.0, check.p_value * looks) if math.isfinite(check.p_value) else 1.0
+        big_enough = math.log(e.ratio) / self.initial_step >= MIN_PART_OF_STEP
         holds = bool(check.shown) and big_enough
         self.probes.append(ProbeRecord("verify", self.commits[last],
                                        "holds" if holds else "does-not-hold", e.ratio, e.low,
@@ -403,7 +398,6 @@ class _Bisect:
         self.plan_root = self._ready(last, "bad end").checkout
         self._ready(0, "good end")
         check, step = self.confirm()
-        self.step_ratio = step.ratio
         self.initial_step = math.log(step.ratio)
         result = BisectResult("not-reproduced", self.commits[0], self.commits[-1],
                               len(self.commits), step, probes=self.probes,
@@ -419,7 +413,7 @@ class _Bisect:
             result.verdict = ("culprit" if result.culprits and
                               not any(c.is_range for c in result.culprits) else "range")
             result.explained = (sum(math.log(c.ratio) for c in result.culprits) /
-                                math.log(step.ratio))
+                                self.initial_step)
         result.untestable = [(self.commits[i], why) for i, why in sorted(self.untestable.items())]
         result.seconds = time.monotonic() - self.t0
         result.builds_run = self.cache.built if self.cache is not None else 0

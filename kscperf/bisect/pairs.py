@@ -79,18 +79,19 @@ def planned_paths(paths: Sequence[str], root: str) -> tuple[str, ...]:
 
 def run_comparison(config: RunConfig, base: Environment, new: Environment, plan_root: str,
                    output_dir: str, *, first_pairs: int, max_pairs: int,
-                   more_after: Callable[[list[float]], int]) -> Compared:
+                   more_after: Callable[[list[float]], int],
+                   restart_ratio: float = 1.0) -> Compared:
     """BASE and NEW in lockstep over the cells of `config` (paths read from `plan_root`'s
     checkout, each build reading its own copy), files in `output_dir`. After
     `first_pairs` pairs and each further round, `more_after(numbers)` says how many pairs
-    to add (0: enough); never more than `max_pairs` in all. A failed worker ends it."""
+    to add (0: enough); never more than `max_pairs` in all. A failed worker ends it. The
+    zygotes restart as `--until-resolved`'s do (`restart_ratio`, as `Session.run` takes
+    it; 0.0 gives every pair its own, at several times the wall time)."""
     config = dataclasses.replace(config, processes=first_pairs,
                                  paths=planned_paths(config.paths, plan_root))
     builds = [Build(label=e.label, python=e.python, env=e.env,
                     module_root=(plan_root, e.checkout) if plan_root and e.checkout else ())
               for e in (base, new)]
-    if builds[0].label == builds[1].label:
-        builds[1] = dataclasses.replace(builds[1], label=f"{builds[1].label}-new")
     failure: list[tuple[int, str]] = []
 
     def stopping(cells: Sequence[PlannedCell], gathered: Sequence[list[CellResult]]
@@ -109,7 +110,7 @@ def run_comparison(config: RunConfig, base: Environment, new: Environment, plan_
     if not session.selection.cells:
         raise KscperfError("no cell is selected for the bisect; check -k, --tools and --tasks.")
     t0 = time.monotonic()
-    result = session.run(stopping=stopping)
+    result = session.run(stopping=stopping, restart_ratio=restart_ratio)
     seconds = time.monotonic() - t0
     numbers, failed = pair_numbers(session.selection.cells, result.runs)
     if failure or failed:

@@ -201,7 +201,7 @@ def run_cells(rounds: list[tuple[int, PlannedCell]], options: RunOptions, launch
 def run_cells_lockstep(rounds: list[tuple[int, PlannedCell]], options: RunOptions,
                        launchers: tuple[Launcher, Launcher], *,
                        on_result: OnResult | None = None, more: MoreRounds | None = None,
-                       fresh_zygotes: bool = False,
+                       fresh_zygotes: float | None = None,
                        module_roots: tuple[ModuleRoot, ModuleRoot] = ((), ())
                        ) -> tuple[list[CellResult], list[CellResult]]:
     """Run every (process index, cell) of `rounds` in two builds at once, one launcher per
@@ -210,11 +210,13 @@ def run_cells_lockstep(rounds: list[tuple[int, PlannedCell]], options: RunOption
     The build that starts alternates with the process index. Returns each build's results
     in `rounds` order; `on_result(build_index, progress)` is told of each as it ends.
     After `rounds`, the rounds `more` gives are run the same way, until it gives none.
-    `fresh_zygotes` restarts both launchers at the start of a round (a new process index)
-    once the pairs since the last start took at least as long as that start did: every
-    worker of a zygote inherits its memory layout, which can make one build of an A/A pair
-    a few percent faster for a whole run, and fresh zygotes turn that into noise that varies
-    between pairs, at no more than half the wall time (docs/method.md, "Fresh zygotes").
+    `fresh_zygotes` (None: never) restarts both launchers at a new process index once the
+    pairs since the last start took at least `fresh_zygotes` times as long as that start
+    did: every worker of a zygote inherits its memory layout, which can make one build of
+    an A/A pair a few percent faster for a whole run, and fresh zygotes turn that into
+    noise that varies between pairs. 1.0 spends at most half the wall time on restarts
+    (`--until-resolved`); 0.0 gives every pair its own zygotes (`bisect`, whose tests take
+    pairs as independent) (docs/method.md, "Fresh zygotes").
     `module_roots` gives each build's (planned root, own root): a definition module under
     the planned root is read by that build's workers from the same place under its own
     (`bisect`: each commit's checkout holds its own benchmark module)."""
@@ -229,7 +231,8 @@ def run_cells_lockstep(rounds: list[tuple[int, PlannedCell]], options: RunOption
 
     def run_one(process_index: int, cell: PlannedCell, stem: str,
                 beat: Beat | None) -> tuple[CellResult, ...]:
-        if fresh_zygotes and process_index != zygotes[0] and zygotes[2] >= zygotes[1]:
+        if (fresh_zygotes is not None and process_index != zygotes[0]
+                and zygotes[2] >= fresh_zygotes * zygotes[1]):
             t_restart = time.perf_counter()
             _restart(launchers)
             zygotes[1:] = [time.perf_counter() - t_restart, 0.0]

@@ -247,7 +247,8 @@ class Session:
     def run(self, on_progress: OnProgress | None = None,
             on_look: OnLook | None = None,
             on_running: OnRunning | None = None,
-            stopping: StoppingRule | None = None) -> SessionResult:
+            stopping: StoppingRule | None = None,
+            restart_ratio: float = 1.0) -> SessionResult:
         """Run every worker, write each build's results file (partial ones along the way,
         marked incomplete), and return what was done. Ctrl-C and SIGTERM stop the run
         after writing what was measured (`interrupted`); an OSError does too, then raises
@@ -255,7 +256,9 @@ class Session:
         until every cell is resolved or the budget is spent, `on_look` told after each
         round. `on_running` is told every few seconds what the running worker is doing
         (not in lockstep). In lockstep, `stopping` (given the cells and the results gathered
-        so far, appended to as workers end) is another source of further rounds."""
+        so far, appended to as workers end) is another source of further rounds; with
+        further rounds the zygotes restart as `schedule.run_cells_lockstep` does with
+        `fresh_zygotes=restart_ratio`."""
         rounds = plan.plan_rounds(self.selection.cells, self.profile.processes)
         gathered: list[list[CellResult]] = [[] for _ in self.builds]
         if not self.lockstep:
@@ -269,17 +272,21 @@ class Session:
                 on_progress(progress, labels[build] if self.lockstep else "")
             writer.maybe_write()
 
-        more = None
-        if self.lockstep and stopping is not None:
-            more = stopping(self.selection.cells, gathered)
-        elif self.lockstep and self.config.until_resolved:
-            more = Resolver(self.selection.cells, gathered, min_effect=self.config.min_effect,
-                            budget_s=self.config.budget_s, on_look=on_look).more
+        if stopping is None and self.config.until_resolved:
+            config = self.config
+
+            def stopping(cells: Sequence[plan.PlannedCell],
+                         so_far: Sequence[list[CellResult]]) -> schedule.MoreRounds:
+                return Resolver(cells, so_far, min_effect=config.min_effect,
+                                budget_s=config.budget_s, on_look=on_look).more
+
+        more = stopping(self.selection.cells, gathered) if self.lockstep and stopping else None
         with _sigterm_interrupts():
             t0 = time.perf_counter()
-            # A stopping rule's pairs are replicates too: fresh zygotes, as --until-resolved.
-            fresh = self.config.until_resolved or stopping is not None
-            interrupted = self._run_workers(rounds, on_result, writer, more, on_running, fresh)
+            # A stopping rule's pairs are replicates: fresh zygotes make them independent.
+            interrupted = self._run_workers(rounds, on_result, writer, more, on_running,
+                                            fresh_zygotes=None if more is None
+                                            else restart_ratio)
             wall_s = time.perf_counter() - t0
             writer.write(complete=not interrupted)
         loaded = [] if interrupted else [
@@ -292,7 +299,8 @@ class Session:
     def _run_workers(self, rounds: list[tuple[int, plan.PlannedCell]],
                      on_result: schedule.OnResult, writer: _PartialWriter,
                      more: schedule.MoreRounds | None = None,
-                     on_running: OnRunning | None = None, fresh_zygotes: bool = False) -> bool:
+                     on_running: OnRunning | None = None,
+                     fresh_zygotes: float | None = None) -> bool:
         """Schedule every worker; whether Ctrl-C (or SIGTERM) stopped them. An OSError
         writes what was measured and becomes a KscperfError."""
         launchers: list[Launcher] = []
@@ -324,7 +332,8 @@ class Session:
 
     def _schedule(self, rounds: list[tuple[int, plan.PlannedCell]], launchers: list[Launcher],
                   on_result: schedule.OnResult, more: schedule.MoreRounds | None,
-                  on_running: OnRunning | None = None, fresh_zygotes: bool = False) -> None:
+                  on_running: OnRunning | None = None,
+                  fresh_zygotes: float | None = None) -> None:
         options = self.config.run_options(self.profile)
         if self.lockstep:
             schedule.run_cells_lockstep(rounds, options, (launchers[0], launchers[1]),

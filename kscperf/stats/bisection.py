@@ -31,7 +31,7 @@ from typing import Sequence
 from kscperf.stats import core as stats
 
 __all__ = ["DEFAULT_ERROR", "DEFAULT_MAX_PAIRS", "ProbeVerdict", "ProbeDecision", "StepCheck", "MIN_PROBE_PAIRS", "MIN_PAIR_SD",
-           "RULED_OUT_WITHIN", "probe_decision", "pooled_sd", "pairs_estimate",
+           "RULED_OUT_WITHIN", "NO_STEP_WITHIN", "probe_decision", "pooled_sd", "pairs_estimate",
            "check_step", "culprit_error"]
 
 # The chance of a wrong culprit a bisect is allowed, by default: its probes' and its
@@ -50,6 +50,10 @@ MIN_PAIR_SD = 0.001
 
 # A step is ruled out when its interval lies within this relative change of no change.
 RULED_OUT_WITHIN = 0.02
+# A step is shown only when its interval lies beyond this relative change: two checkouts of
+# identical code, in lockstep, differ by up to about 1 % with p-values that do not allow for
+# it (docs/validation.md, "Two checkouts of identical code"), so a smaller step is none.
+NO_STEP_WITHIN = 0.01
 
 
 class ProbeVerdict(enum.StrEnum):
@@ -112,28 +116,35 @@ def pairs_estimate(numbers: Sequence[float], alpha: float = stats.ALPHA) -> stat
 @dataclass(frozen=True)
 class StepCheck:
     """Whether pair numbers show a step: `shown` False when the interval lies within
-    `RULED_OUT_WITHIN` of no change (whether or not it holds it), else True when it
-    excludes no change, None when neither (yet)."""
+    `RULED_OUT_WITHIN` of no change (whether or not it holds it), else True when it lies
+    beyond `NO_STEP_WITHIN` of no change, None when neither (yet). `p_value` is the
+    two-sided t-test's p of a step at the edge of the `NO_STEP_WITHIN` band nearest the
+    estimate: below alpha exactly when the interval lies beyond the band."""
 
     shown: bool | None
     estimate: stats.RatioEstimate
+    p_value: float
 
 
-def check_step(numbers: Sequence[float], alpha: float,
-               within: float = RULED_OUT_WITHIN) -> StepCheck:
+def check_step(numbers: Sequence[float], alpha: float) -> StepCheck:
     """The step of pair numbers at one look, tested at `alpha` (the caller divides its
-    error among its looks): ruled out (interval inside [1 / (1 + within), 1 + within]),
-    else shown (interval excluding 1), else open."""
+    error among its looks): ruled out (interval inside [1 / (1 + RULED_OUT_WITHIN),
+    1 + RULED_OUT_WITHIN]), else shown (interval beyond [1 / (1 + NO_STEP_WITHIN),
+    1 + NO_STEP_WITHIN]), else open."""
     e = pairs_estimate(numbers, alpha)
     if not math.isfinite(e.low):
-        return StepCheck(None, e)
-    # Within `within` first: two checkouts of the same code can differ by a fraction of a
-    # percent, significantly, which is no step to bisect.
-    if e.low >= 1.0 / (1.0 + within) and e.high <= 1.0 + within:
-        return StepCheck(False, e)
-    if e.low > 1.0 or e.high < 1.0:
-        return StepCheck(True, e)
-    return StepCheck(None, e)
+        return StepCheck(None, e, math.nan)
+    band = math.log1p(NO_STEP_WITHIN)
+    p = e.p_value
+    if e.se_log > 0.0:
+        from scipy import stats as sps
+
+        p = float(min(1.0, 2.0 * sps.t.sf((abs(math.log(e.ratio)) - band) / e.se_log, e.df)))
+    if e.low >= 1.0 / (1.0 + RULED_OUT_WITHIN) and e.high <= 1.0 + RULED_OUT_WITHIN:
+        return StepCheck(False, e, p)
+    if e.low > 1.0 + NO_STEP_WITHIN or e.high < 1.0 / (1.0 + NO_STEP_WITHIN):
+        return StepCheck(True, e, p)
+    return StepCheck(None, e, p)
 
 
 def _log_likelihood_ratio(ys: Sequence[float], lower: float, upper: float,

@@ -8,7 +8,8 @@ import math
 from typing import Any
 
 from kscperf.bisect.drive import BisectEvent, BisectResult, Culprit, ProbeRecord
-from kscperf.views.formatting import format_p
+from kscperf.stats.bisection import RULED_OUT_WITHIN
+from kscperf.views.formatting import format_p, markdown_text
 from kscperf.views.textunits import align_columns, format_seconds, safe_text
 
 __all__ = ["format_bisect_event", "format_bisect", "bisect_json"]
@@ -60,7 +61,7 @@ def _headline(r: BisectResult) -> str:
             f"over {r.step.pairs} pairs")
     if r.verdict == "not-reproduced":
         return (f"not-reproduced: {r.good.short}..{r.bad.short} ({r.commits} commits), "
-                f"{step}: " + ("no step of 2 % or more" if r.step.verdict == "ruled-out"
+                f"{step}: " + (f"no step of {RULED_OUT_WITHIN * 100:g} % or more" if r.step.verdict == "ruled-out"
                                else "neither shown nor ruled out within its pairs"))
     return f"{r.verdict}: {r.good.short}..{r.bad.short} ({r.commits} commits), {step}"
 
@@ -91,7 +92,7 @@ _PROBE_HEAD = ["stage", "commit", "verdict", "ratio", "interval", "pairs", "time
 
 def _markdown(rows: list[list[str]]) -> str:
     def line(cells: list[str]) -> str:
-        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+        return "| " + " | ".join(markdown_text(c) for c in cells) + " |"
     return "\n".join([line(rows[0]), line(["---"] * len(rows[0])),
                       *(line(r) for r in rows[1:])])
 
