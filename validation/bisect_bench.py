@@ -82,30 +82,37 @@ class Outcome:
     not_all_explained: bool = False
 
 
+def _answers(out: Outcome) -> list[set[int]]:
+    """Each named culprit as the set of its commits: one commit, or a range's."""
+    ranges = {r[-1]: set(r) for r in out.ranges}
+    return [ranges.get(n, {n}) for n in out.named]
+
+
 def score_bisect(trial: Trial, out: Outcome) -> dict[str, bool]:
     """The targets of issue 30 for one bisect: `exact` (named what the scenario asks),
-    `wrong` (named a commit that is no culprit, or outside the untestable range), and
-    `wrong_confident` (such a commit with a stated error under 5 %)."""
+    `wrong` (named a commit that is no culprit, a range that holds none, or anything
+    outside the untestable range), and `wrong_confident` (such an answer with a stated
+    error under 5 %)."""
     truth = set(trial.culprits)
+    answers = _answers(out)
     if trial.name == "aa":
         exact = out.verdict == "not-reproduced"
-        wrong = bool(out.named)
+        wrongs = [True for _ in answers]
     elif trial.name == "untestable":
         (culprit,) = truth
         allowed = set(range(culprit - 4, culprit + 1))
         exact = out.verdict == "range" and out.ranges == [sorted(allowed)]
-        wrong = any(n not in allowed for n in out.named) or (
-            out.verdict == "culprit" and out.named != [])
+        wrongs = [not a <= allowed or len(a) == 1 for a in answers]
     elif trial.name == "two":
         larger = max(truth, key=lambda i: trial.culprits[i])
-        exact = truth <= set(out.named) or (out.named[:1] == [larger] and out.not_all_explained)
-        wrong = any(n not in truth for n in out.named)
+        exact = truth <= set(out.named) and not out.ranges or (
+            out.named[:1] == [larger] and out.not_all_explained)
+        wrongs = [not a & truth for a in answers]
     else:
         exact = out.named[:1] == sorted(truth) and out.verdict == "culprit"
-        wrong = any(n not in truth for n in out.named)
-    confident = any(n not in truth and math.isfinite(e) and e < 0.05
-                    for n, e in zip(out.named, out.errors))
-    return {"exact": exact, "wrong": wrong, "wrong_confident": confident}
+        wrongs = [not a & truth for a in answers]
+    confident = any(w and math.isfinite(e) and e < 0.05 for w, e in zip(wrongs, out.errors))
+    return {"exact": exact, "wrong": any(wrongs), "wrong_confident": confident}
 
 
 def _load() -> float:

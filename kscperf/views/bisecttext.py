@@ -8,7 +8,7 @@ import math
 from typing import Any
 
 from kscperf.bisect.drive import BisectEvent, BisectResult, Culprit, ProbeRecord
-from kscperf.stats.bisection import RULED_OUT_WITHIN
+from kscperf.stats.bisection import NO_STEP_WITHIN, RULED_OUT_WITHIN
 from kscperf.views.formatting import format_p, markdown_text
 from kscperf.views.textunits import align_columns, format_seconds, safe_text
 
@@ -60,9 +60,12 @@ def _headline(r: BisectResult) -> str:
     step = (f"step {_ratio(r.step.ratio)} {_interval(r.step.ratio_low, r.step.ratio_high)} "
             f"over {r.step.pairs} pairs")
     if r.verdict == "not-reproduced":
+        said = (f"no step of {RULED_OUT_WITHIN * 100:g} % or more"
+                if r.step.verdict == "ruled-out" else
+                f"its interval lies neither beyond ±{NO_STEP_WITHIN * 100:g} % (a step) nor "
+                f"within ±{RULED_OUT_WITHIN * 100:g} % (none)")
         return (f"not-reproduced: {r.good.short}..{r.bad.short} ({r.commits} commits), "
-                f"{step}: " + (f"no step of {RULED_OUT_WITHIN * 100:g} % or more" if r.step.verdict == "ruled-out"
-                               else "neither shown nor ruled out within its pairs"))
+                f"{step}: {said}")
     return f"{r.verdict}: {r.good.short}..{r.bad.short} ({r.commits} commits), {step}"
 
 
