@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -80,6 +80,7 @@ class Outcome:
     seconds: float
     load: float
     not_all_explained: bool = False
+    steps: list[str] = field(default_factory=list)  # each comparison: stage commit verdict pairs
 
 
 def _answers(out: Outcome) -> list[set[int]]:
@@ -131,9 +132,11 @@ def _kscperf(repo: Path, shas: list[str], cache: Path) -> Outcome:
                         on_event=lambda e: loads.append(_load()))
     named = [index[c.commits[-1].sha] for c in result.culprits]
     ranges = [[index[x.sha] for x in c.commits] for c in result.culprits if c.is_range]
+    steps = [f"{p.stage} {index[p.commit.sha]} {p.verdict} {p.pairs}"
+             for p in [result.step, *result.probes]]
     return Outcome(result.verdict, named, [c.error for c in result.culprits], ranges,
                    len(result.probes) + 1, time.monotonic() - t0, statistics.fmean(loads),
-                   result.not_all_explained)
+                   result.not_all_explained, steps)
 
 
 def _run_commit(checkout: Path, out: Path, processes: int) -> float | None:
