@@ -85,6 +85,10 @@ def test_a_difference_within_the_no_step_band_is_never_shown() -> None:
     # The same spread about a 5 % step: shown, its p against the band's edge.
     step = bisection.check_step(_numbers(math.log(1.05), 16, sd=0.016), 0.0025)
     assert step.shown is True and step.estimate.p_value < step.p_value < 0.0025
+    # Identical numbers: known exactly, and judged against the band as well.
+    exact = bisection.check_step([0.005] * 8, 0.0025)
+    assert exact.shown is False and exact.p_value == 1.0
+    assert bisection.check_step([0.03] * 8, 0.0025).p_value == 0.0
 
 
 def test_the_pooled_spread_is_of_each_group_about_its_own_mean() -> None:

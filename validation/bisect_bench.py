@@ -98,7 +98,7 @@ def score_bisect(trial: Trial, out: Outcome) -> dict[str, bool]:
     answers = _answers(out)
     if trial.name == "aa":
         exact = out.verdict == "not-reproduced"
-        wrongs = [True for _ in answers]
+        wrongs = [True] * len(answers)
     elif trial.name == "untestable":
         (culprit,) = truth
         allowed = set(range(culprit - 4, culprit + 1))
@@ -106,7 +106,7 @@ def score_bisect(trial: Trial, out: Outcome) -> dict[str, bool]:
         wrongs = [not a <= allowed or len(a) == 1 for a in answers]
     elif trial.name == "two":
         larger = max(truth, key=lambda i: trial.culprits[i])
-        exact = truth <= set(out.named) and not out.ranges or (
+        exact = (truth <= set(out.named) and not out.ranges) or (
             out.named[:1] == [larger] and out.not_all_explained)
         wrongs = [not a & truth for a in answers]
     else:
@@ -228,10 +228,10 @@ _METHODS: dict[str, Callable[[Path, list[str], Path], Outcome]] = {
 
 
 def null_calibration(comparisons: int, pairs: int, ratios: tuple[float, ...] = (0.0, 1.0)
-                     ) -> list[str]:
+                     ) -> None:
     """Lockstep comparisons of two checkouts of identical code (commit 0 of an A/A
     repository against commit k, k = 1..`comparisons`), `pairs` pairs each, once per zygote
-    restart ratio: whether the pairs' t-test holds its error rate there. Returns one line
+    restart ratio: whether the pairs' t-test holds its error rate there. Prints one line
     per comparison and a summary per ratio: how many were significant at 5 %, and the
     spread of the comparisons' means over their typical standard error (about 1 when the
     pairs are independent)."""
@@ -239,7 +239,6 @@ def null_calibration(comparisons: int, pairs: int, ratios: tuple[float, ...] = (
     from kscperf.bisect.pairs import run_comparison
     from kscperf.stats import bisection
 
-    lines: list[str] = []
     with tempfile.TemporaryDirectory(prefix="kscperf-bisect-null-") as tmp:
         repo = Path(tmp) / "repo"
         shas = make_repo(repo, Scenario(comparisons + 1))
@@ -261,19 +260,17 @@ def null_calibration(comparisons: int, pairs: int, ratios: tuple[float, ...] = (
                                      max_pairs=pairs, more_after=lambda n: 0,
                                      restart_ratio=ratio)
                 e = bisection.pairs_estimate(got.numbers)
-                means.append(statistics.fmean(got.numbers))
-                ses.append(statistics.stdev(got.numbers) / math.sqrt(len(got.numbers)))
+                means.append(math.log(e.ratio))
+                ses.append(e.se_log)
                 significant += e.p_value < 0.05
-                lines.append(f"null restart-ratio {ratio:g} #{k}: {e.ratio:.4f}x "
-                             f"[{e.low:.4f}x, {e.high:.4f}x] p {e.p_value:.3f}, "
-                             f"{len(got.numbers)} pairs, {time.monotonic() - t0:.0f} s, "
-                             f"load {(load + _load()) / 2:.2f}")
-                print(lines[-1], flush=True)
+                print(f"null restart-ratio {ratio:g} #{k}: {e.ratio:.4f}x "
+                      f"[{e.low:.4f}x, {e.high:.4f}x] p {e.p_value:.3f}, "
+                      f"{len(got.numbers)} pairs, {time.monotonic() - t0:.0f} s, "
+                      f"load {(load + _load()) / 2:.2f}", flush=True)
             spread = statistics.stdev(means) / statistics.median(ses)
-            lines.append(f"  restart ratio {ratio:g}: significant at 5 % in {significant} of "
-                         f"{comparisons}; spread of means / median standard error {spread:.2f}")
-            print(lines[-1], flush=True)
-    return lines
+            print(f"  restart ratio {ratio:g}: significant at 5 % in {significant} of "
+                  f"{comparisons}; spread of means / median standard error {spread:.2f}",
+                  flush=True)
 
 
 def _trial(method: str, trial: Trial, tmp: Path) -> Outcome:

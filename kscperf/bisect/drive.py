@@ -32,7 +32,8 @@ from kscperf.results.fileio import write_text_atomic
 from kscperf.stats import bisection
 
 __all__ = ["BisectRequest", "BisectEvent", "ProbeRecord", "Culprit", "BisectResult",
-           "BisectInterrupted", "run_bisect", "CONFIRM_LOOKS", "VERIFY_LOOKS", "EXPLAINED_AT_LEAST", "MIN_PART_OF_STEP"]
+           "BisectInterrupted", "run_bisect", "CONFIRM_LOOKS", "VERIFY_LOOKS",
+           "EXPLAINED_AT_LEAST", "MIN_PART_OF_STEP"]
 
 # The confirmation's looks (pairs so far), tested at 0.01 shared among them.
 CONFIRM_LOOKS = (4, 8, 16, 32)

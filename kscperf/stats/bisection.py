@@ -134,12 +134,13 @@ def check_step(numbers: Sequence[float], alpha: float) -> StepCheck:
     e = pairs_estimate(numbers, alpha)
     if not math.isfinite(e.low):
         return StepCheck(None, e, math.nan)
-    band = math.log1p(NO_STEP_WITHIN)
-    p = e.p_value
+    beyond = abs(math.log(e.ratio)) - math.log1p(NO_STEP_WITHIN)
     if e.se_log > 0.0:
         from scipy import stats as sps
 
-        p = float(min(1.0, 2.0 * sps.t.sf((abs(math.log(e.ratio)) - band) / e.se_log, e.df)))
+        p = float(min(1.0, 2.0 * sps.t.sf(beyond / e.se_log, e.df)))
+    else:  # identical numbers: the step is known exactly, beyond the band or not
+        p = 0.0 if beyond > 0.0 else 1.0
     if e.low >= 1.0 / (1.0 + RULED_OUT_WITHIN) and e.high <= 1.0 + RULED_OUT_WITHIN:
         return StepCheck(False, e, p)
     if e.low > 1.0 + NO_STEP_WITHIN or e.high < 1.0 / (1.0 + NO_STEP_WITHIN):
