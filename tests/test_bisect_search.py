@@ -171,23 +171,3 @@ def test_a_commit_that_cannot_tell_is_skipped_for_its_neighbour() -> None:
     searched = search_range(16, STEP, probe)
     # 8 cannot tell, so the culprit 9 lies in a range after 7: 8 and 9.
     assert [list(f.commits) for f in searched.found] == [[8, 9]]
-
-
-def test_a_part_too_small_to_hold_is_returned_unprobed() -> None:
-    levels = _levels(64, {37: STEP})
-
-    def probe(i: int, low: float, high: float) -> ProbeDecision | None:
-        if i == 47:  # a false partial: noise put a like-bad commit near the upper level
-            return ProbeDecision(ProbeVerdict.PARTIAL, 0.9 * STEP, 1.0, 1.0, 0.001, 10)
-        return planted(i, low, high)
-
-    planted = _Planted(levels)
-    searched = search_range(64, STEP, probe,
-                            worth_probing=lambda low, high: abs(high - low) >= 0.25 * STEP)
-    assert [(f.parent, f.last) for f in searched.found] == [(36, 37), (47, 63)]
-    assert not any(47 < i < 63 for i in planted.asked) and not searched.capped
-
-    planted = _Planted(levels)
-    everywhere = search_range(64, STEP, probe)
-    assert any(47 < i < 63 for i in planted.asked)
-    assert (36, 37) in [(f.parent, f.last) for f in everywhere.found]

@@ -332,30 +332,16 @@ class _Bisect:
                    record.seconds)
         return check, record
 
-    def _level_used(self, level: float) -> float:
-        """The level a probe tests against for a range end at `level`: the bad end's pooled
-        over every pair number measured at it so far, any other as the search holds it."""
-        if level != self.initial_step:
-            return level
-        return statistics.fmean(x for g in self.at_bad_level for x in g)
-
-    def worth_probing(self, low_level: float, high_level: float) -> bool:
-        """Whether a range's two levels, as its probes would use them, differ by at least
-        `MIN_PART_OF_STEP` of the confirmed step: a smaller part cannot hold at
-        verification, and probes of it can't tell at their cap."""
-        width = abs(self._level_used(high_level) - low_level)
-        return width >= MIN_PART_OF_STEP * abs(self.initial_step)
-
     def probe(self, index: int, low_level: float, high_level: float
               ) -> bisection.ProbeDecision | None:
         """Commit `index` against the good end, deciding between the two levels. The bad
         end's level is the mean of every pair number measured at it so far (the
-        confirmation's and those of like-bad probes of ranges that end there;
-        `_level_used`), not the confirmation's alone: an upper level misestimated by a
-        noisy confirmation would put a like-bad commit near the midway level, where no test
-        decides."""
+        confirmation's and those of like-bad probes of ranges that end there), not the
+        confirmation's alone: an upper level misestimated by a noisy confirmation would put
+        a like-bad commit near the midway level, where no test decides."""
         at_bad_end = high_level == self.initial_step
-        high_level = self._level_used(high_level)
+        if at_bad_end:
+            high_level = statistics.fmean(x for g in self.at_bad_level for x in g)
         sd = bisection.pooled_sd(self.groups)
         alpha = self.request.error / 4.0
 
@@ -419,8 +405,7 @@ class _Bisect:
                               state_path=self.state_path)
         if check.shown:
             self.at_bad_level.append(self.groups[-1])
-            searched = search_range(len(self.commits), self.initial_step, self.probe,
-                                    worth_probing=self.worth_probing)
+            searched = search_range(len(self.commits), self.initial_step, self.probe)
             verified = [self.verify(f) for f in searched.found]
             result.culprits = sorted((c for c in verified if c.holds),
                                      key=lambda c: -abs(math.log(c.ratio)))

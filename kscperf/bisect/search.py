@@ -9,9 +9,7 @@ verdict moves its lower end up, a like-bad one its upper end down, and a partial
 it in two, each part with the probed level as one end. A commit that cannot be built or run
 is untestable and skipped; one that the probe cannot tell within its cap is skipped for that
 range. A range with nothing left to probe inside is the answer: one commit when its ends are
-neighbours, else the stretch after its lower end (`range`), never a guess inside it. So is a
-range whose two levels the caller judges too close to hold a part worth finding: probing it
-would only meet can't-tell after can't-tell, and its verification says whether it holds.
+neighbours, else the stretch after its lower end (`range`), never a guess inside it.
 """
 
 from __future__ import annotations
@@ -23,14 +21,11 @@ from typing import Callable
 
 from kscperf.stats.bisection import ProbeDecision, ProbeVerdict
 
-__all__ = ["Found", "Searched", "Prober", "WorthProbing", "search_range",
-           "default_max_probes"]
+__all__ = ["Found", "Searched", "Prober", "search_range", "default_max_probes"]
 
 # Told (commit index, lower-end level, upper-end level); says the commit's verdict, or None
 # when the commit is untestable.
 Prober = Callable[[int, float, float], "ProbeDecision | None"]
-# Told a range's (lower-end level, upper-end level); says whether a part could lie between.
-WorthProbing = Callable[[float, float], bool]
 
 
 @dataclass(frozen=True)
@@ -87,15 +82,12 @@ def default_max_probes(count: int) -> int:
 
 
 def search_range(count: int, step_level: float, probe: Prober, *,
-                 max_probes: int | None = None,
-                 worth_probing: WorthProbing | None = None) -> Searched:
+                 max_probes: int | None = None) -> Searched:
     """The parts of a step of log size `step_level` among commits 0..count-1, found with
     `probe` (see the module docstring). Promises: every `Found` lies inside 0..count-1
-    with no untestable or untold commit left between its ends, unless `worth_probing`
-    said its levels are too close to probe (then it is returned as it stands, without a
-    probe); no commit is probed twice for the same range; at most `max_probes` probes
-    (default `default_max_probes`), after which the ranges left are returned as they stand
-    (`capped`)."""
+    with no untestable or untold commit left between its ends; no commit is probed twice
+    for the same range; at most `max_probes` probes (default `default_max_probes`), after
+    which the ranges left are returned as they stand (`capped`)."""
     cap = default_max_probes(count) if max_probes is None else max_probes
     untestable: set[int] = set()
     found: list[Found] = []
@@ -105,9 +97,6 @@ def search_range(count: int, step_level: float, probe: Prober, *,
     while todo:
         r = heapq.heappop(todo)
         inner = [i for i in range(r.lo + 1, r.hi) if i not in untestable and i not in r.skipped]
-        if inner and worth_probing is not None and \
-                not worth_probing(r.low_level, r.high_level):
-            inner = []
         if not inner or probes >= cap:
             capped |= bool(inner)
             found.append(Found(r.lo, r.hi, r.low_level, r.high_level, r.errors))
