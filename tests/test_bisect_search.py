@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Callable
 
 import pytest
 
@@ -172,47 +171,3 @@ def test_a_commit_that_cannot_tell_is_skipped_for_its_neighbour() -> None:
     searched = search_range(16, STEP, probe)
     # 8 cannot tell, so the culprit 9 lies in a range after 7: 8 and 9.
     assert [list(f.commits) for f in searched.found] == [[8, 9]]
-
-
-def _with_false_partial_at(at: int, levels: list[float]) -> tuple[
-        _Planted, list[tuple[int, int]], Callable[[int, float, float], ProbeDecision | None],
-        Callable[[int, int, float, float], bool]]:
-    """A perfect probe, except that commit `at` says partial at 0.9 of the step; and the
-    caller's check of a range whose levels lie within a quarter step of each other: a
-    perfect verification of its two ends, asked ranges kept."""
-    planted = _Planted(levels)
-    verified: list[tuple[int, int]] = []
-
-    def probe(i: int, low: float, high: float) -> ProbeDecision | None:
-        if i == at:
-            planted.asked.append(i)
-            return ProbeDecision(ProbeVerdict.PARTIAL, 0.9 * STEP, 1.0, 1.0, 0.001, 10)
-        return planted(i, low, high)
-
-    def worth_searching(lo: int, hi: int, low: float, high: float) -> bool:
-        if abs(high - low) >= 0.25 * STEP:
-            return True
-        verified.append((lo, hi))
-        return levels[hi] - levels[lo] >= 0.25 * STEP
-
-    return planted, verified, probe, worth_searching
-
-
-def test_a_range_between_close_levels_is_searched_only_if_it_holds() -> None:
-    # A false partial after the culprit: the range after it holds nothing, is checked
-    # once, and is returned unprobed for its verification to reject.
-    planted, verified, probe, worth = _with_false_partial_at(47, _levels(64, {37: STEP}))
-    searched = search_range(64, STEP, probe, worth_searching=worth)
-    assert [(f.parent, f.last) for f in searched.found] == [(36, 37), (47, 63)]
-    assert verified == [(47, 63)] and not any(47 < i < 63 for i in planted.asked)
-    assert not searched.capped
-    # Without the check, the search probes that empty range.
-    planted, _, probe, _ = _with_false_partial_at(47, _levels(64, {37: STEP}))
-    search_range(64, STEP, probe)
-    assert any(47 < i < 63 for i in planted.asked)
-    # A false partial just before the culprit: the range after it holds the step, so it is
-    # searched after all, and the culprit is found in it.
-    planted, verified, probe, worth = _with_false_partial_at(47, _levels(64, {48: STEP}))
-    searched = search_range(64, STEP, probe, worth_searching=worth)
-    assert (47, 48) in [(f.parent, f.last) for f in searched.found]
-    assert verified == [(47, 63)] and 55 in planted.asked

@@ -180,18 +180,6 @@ class BisectInterrupted(Exception):
 OnEvent = Callable[[BisectEvent], None]
 
 
-@dataclass(frozen=True)
-class _Verified:
-    """A verification's outcome: the ratio to the parent with its interval, the p-value
-    over its looks, and whether the part holds (NaNs, not holding, when untestable)."""
-
-    ratio: float
-    ratio_low: float
-    ratio_high: float
-    p_value: float
-    holds: bool
-
-
 def _state_key(request: BisectRequest, commits: Sequence[Commit]) -> str:
     config = dataclasses.asdict(request.config)
     text = json.dumps([request.repo and os.path.abspath(request.repo), request.builds_file,
@@ -228,7 +216,6 @@ class _Bisect:
         self.plan_root = ""
         self.initial_step = math.nan  # the confirmed step's log ratio
         self.at_bad_level: list[list[float]] = []
-        self.verified: dict[tuple[int, int], _Verified] = {}
 
     def _load_state(self) -> dict[str, dict[str, Any]]:
         if not self.request.resume:
@@ -345,25 +332,6 @@ class _Bisect:
                    record.seconds)
         return check, record
 
-    def _level_used(self, level: float) -> float:
-        """The level a probe tests against for a range end at `level`: for the bad end, the
-        mean of every pair number measured at it so far; any other as the search holds it."""
-        if level != self.initial_step:
-            return level
-        return statistics.fmean(x for g in self.at_bad_level for x in g)
-
-    def worth_searching(self, lo: int, hi: int, low_level: float, high_level: float) -> bool:
-        """Whether to probe inside the range lo..hi: yes when its two levels, as its probes
-        would use them, differ by at least `MIN_PART_OF_STEP` of the confirmed step; else
-        only when the range holds at verification (`hi` against `lo`). Such a range comes of
-        a partial verdict that misjudged a commit's level: its probes would meet can't-tell
-        after can't-tell at their cap, whereas one verification says whether a part lies
-        inside, and is reused if the range ends as found."""
-        width = abs(self._level_used(high_level) - low_level)
-        if width >= MIN_PART_OF_STEP * abs(self.initial_step):
-            return True
-        return self._verified(lo, hi).holds
-
     def probe(self, index: int, low_level: float, high_level: float
               ) -> bisection.ProbeDecision | None:
         """Commit `index` against the good end, deciding between the two levels. The bad
@@ -372,7 +340,8 @@ class _Bisect:
         confirmation's alone: an upper level misestimated by a noisy confirmation would put
         a like-bad commit near the midway level, where no test decides."""
         at_bad_end = high_level == self.initial_step
-        high_level = self._level_used(high_level)
+        if at_bad_end:
+            high_level = statistics.fmean(x for g in self.at_bad_level for x in g)
         sd = bisection.pooled_sd(self.groups)
         alpha = self.request.error / 4.0
 
@@ -396,42 +365,31 @@ class _Bisect:
         self._tell("probe", index, d.pairs, d.ratio, d.verdict.value, compared.seconds)
         return d
 
-    def _verified(self, parent: int, last: int) -> "_Verified":
-        """Commit `last` against commit `parent`, with more pairs than a probe; run once
-        for each pair of commits and kept."""
-        if (parent, last) in self.verified:
-            return self.verified[parent, last]
+    def verify(self, found: Found) -> Culprit:
+        """The part `found`'s last commit against its parent, with more pairs."""
         alpha = self.request.error / 2.0 / len(VERIFY_LOOKS)
+        parent, last = found.parent, found.last
         key = f"verify {self.commits[parent].sha} {self.commits[last].sha}"
         compared = self.compare(key, "verify", parent, last, VERIFY_LOOKS[0], VERIFY_LOOKS[-1],
                                 lambda numbers: _at_looks(numbers, VERIFY_LOOKS, alpha))
+        commits = tuple(self.commits[i] for i in found.commits)
         if compared is None:
             nan = math.nan
-            outcome = _Verified(nan, nan, nan, nan, False)
-        else:
-            check = bisection.check_step(compared.numbers, alpha)
-            e = check.estimate
-            looks = sum(1 for n in VERIFY_LOOKS if n <= len(compared.numbers)) or 1
-            p = min(1.0, check.p_value * looks) if math.isfinite(check.p_value) else 1.0
-            big_enough = math.log(e.ratio) / self.initial_step >= MIN_PART_OF_STEP
-            outcome = _Verified(e.ratio, e.low, e.high, p, bool(check.shown) and big_enough)
-            said = "holds" if outcome.holds else "does-not-hold"
-            self.probes.append(ProbeRecord("verify", self.commits[last], said, e.ratio, e.low,
-                                           e.high, len(compared.numbers), compared.seconds, p,
-                                           compared.replayed))
-            self._tell("verify", last, len(compared.numbers), e.ratio,
-                       said.replace("-", " "), compared.seconds)
-        self.verified[parent, last] = outcome
-        return outcome
-
-    def verify(self, found: Found) -> Culprit:
-        """The part `found`'s last commit against its parent, with more pairs."""
-        v = self._verified(found.parent, found.last)
-        commits = tuple(self.commits[i] for i in found.commits)
-        error = 1.0 if math.isnan(v.p_value) else bisection.culprit_error(found.errors,
-                                                                            v.p_value)
-        return Culprit(commits, self.commits[found.parent], v.ratio, v.ratio_low,
-                       v.ratio_high, v.p_value, error, v.holds)
+            return Culprit(commits, self.commits[parent], nan, nan, nan, nan, 1.0, False)
+        check = bisection.check_step(compared.numbers, alpha)
+        e = check.estimate
+        looks = sum(1 for n in VERIFY_LOOKS if n <= len(compared.numbers)) or 1
+        p = min(1.0, check.p_value * looks) if math.isfinite(check.p_value) else 1.0
+        big_enough = math.log(e.ratio) / self.initial_step >= MIN_PART_OF_STEP
+        holds = bool(check.shown) and big_enough
+        self.probes.append(ProbeRecord("verify", self.commits[last],
+                                       "holds" if holds else "does-not-hold", e.ratio, e.low,
+                                       e.high, len(compared.numbers), compared.seconds, p,
+                                       compared.replayed))
+        self._tell("verify", last, len(compared.numbers), e.ratio,
+                   "holds" if holds else "does not hold", compared.seconds)
+        return Culprit(commits, self.commits[parent], e.ratio, e.low, e.high, p,
+                       bisection.culprit_error(found.errors, p), holds)
 
     # -- the bisect ----------------------------------------------------------------------
 
@@ -447,8 +405,7 @@ class _Bisect:
                               state_path=self.state_path)
         if check.shown:
             self.at_bad_level.append(self.groups[-1])
-            searched = search_range(len(self.commits), self.initial_step, self.probe,
-                                    worth_searching=self.worth_searching)
+            searched = search_range(len(self.commits), self.initial_step, self.probe)
             verified = [self.verify(f) for f in searched.found]
             result.culprits = sorted((c for c in verified if c.holds),
                                      key=lambda c: -abs(math.log(c.ratio)))

@@ -9,9 +9,7 @@ verdict moves its lower end up, a like-bad one its upper end down, and a partial
 it in two, each part with the probed level as one end. A commit that cannot be built or run
 is untestable and skipped; one that the probe cannot tell within its cap is skipped for that
 range. A range with nothing left to probe inside is the answer: one commit when its ends are
-neighbours, else the stretch after its lower end (`range`), never a guess inside it. A
-caller may also decline to search a range (`worth_searching`): then it too is the answer as
-it stands, for the caller's verification to accept or reject.
+neighbours, else the stretch after its lower end (`range`), never a guess inside it.
 """
 
 from __future__ import annotations
@@ -23,15 +21,11 @@ from typing import Callable
 
 from kscperf.stats.bisection import ProbeDecision, ProbeVerdict
 
-__all__ = ["Found", "Searched", "Prober", "WorthSearching", "search_range",
-           "default_max_probes"]
+__all__ = ["Found", "Searched", "Prober", "search_range", "default_max_probes"]
 
 # Told (commit index, lower-end level, upper-end level); says the commit's verdict, or None
 # when the commit is untestable.
 Prober = Callable[[int, float, float], "ProbeDecision | None"]
-# Told a range with commits left inside it (lower end, upper end, their levels); says
-# whether to probe inside it.
-WorthSearching = Callable[[int, int, float, float], bool]
 
 
 @dataclass(frozen=True)
@@ -79,9 +73,6 @@ class _Range:
     high_level: float = field(compare=False)
     errors: tuple[float, float] = field(compare=False)
     skipped: frozenset[int] = field(compare=False, default=frozenset())
-    # Whether `worth_searching` said yes to these levels: its answer stands for every range
-    # that keeps them (a like-good, like-bad or can't-tell verdict).
-    accepted: bool = field(compare=False, default=False)
 
 
 def default_max_probes(count: int) -> int:
@@ -91,13 +82,11 @@ def default_max_probes(count: int) -> int:
 
 
 def search_range(count: int, step_level: float, probe: Prober, *,
-                 max_probes: int | None = None,
-                 worth_searching: WorthSearching | None = None) -> Searched:
+                 max_probes: int | None = None) -> Searched:
     """The parts of a step of log size `step_level` among commits 0..count-1, found with
     `probe` (see the module docstring). Promises: every `Found` lies inside 0..count-1
-    with no untestable or untold commit left between its ends, unless `worth_searching`
-    declined it (then it is returned unprobed; asked once for each pair of levels that a
-    partial verdict makes); no commit is probed twice for the same range; at most `max_probes` probes (default `default_max_probes`), after
+    with no untestable or untold commit left between its ends; no commit is probed twice
+    for the same range; at most `max_probes` probes (default `default_max_probes`), after
     which the ranges left are returned as they stand (`capped`)."""
     cap = default_max_probes(count) if max_probes is None else max_probes
     untestable: set[int] = set()
@@ -108,11 +97,6 @@ def search_range(count: int, step_level: float, probe: Prober, *,
     while todo:
         r = heapq.heappop(todo)
         inner = [i for i in range(r.lo + 1, r.hi) if i not in untestable and i not in r.skipped]
-        if inner and worth_searching is not None and not r.accepted:
-            if not worth_searching(r.lo, r.hi, r.low_level, r.high_level):
-                found.append(Found(r.lo, r.hi, r.low_level, r.high_level, r.errors))
-                continue
-            r.accepted = True
         if not inner or probes >= cap:
             capped |= bool(inner)
             found.append(Found(r.lo, r.hi, r.low_level, r.high_level, r.errors))
@@ -136,14 +120,14 @@ def _parts(r: _Range, middle: int, d: ProbeDecision) -> list[_Range]:
     """The ranges left after `middle`'s verdict `d` in range `r`."""
     if d.verdict is ProbeVerdict.LIKE_GOOD:
         return [_Range(r.priority, 0, middle, r.hi, r.low_level, r.high_level,
-                       (d.error, r.errors[1]), r.skipped, r.accepted)]
+                       (d.error, r.errors[1]), r.skipped)]
     if d.verdict is ProbeVerdict.LIKE_BAD:
         return [_Range(r.priority, 0, r.lo, middle, r.low_level, r.high_level,
-                       (r.errors[0], d.error), r.skipped, r.accepted)]
+                       (r.errors[0], d.error), r.skipped)]
     if d.verdict is ProbeVerdict.PARTIAL:
         return [_Range(-abs(d.level - r.low_level), 0, r.lo, middle, r.low_level, d.level,
                        (r.errors[0], d.error), r.skipped),
                 _Range(-abs(r.high_level - d.level), 0, middle, r.hi, d.level, r.high_level,
                        (d.error, r.errors[1]), r.skipped)]
     return [_Range(r.priority, 0, r.lo, r.hi, r.low_level, r.high_level, r.errors,
-                   r.skipped | {middle}, r.accepted)]
+                   r.skipped | {middle})]
