@@ -121,6 +121,8 @@ def _add_timing(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-time", type=_positive_float, help="seconds one value lasts at least")
     p.add_argument("--compile-cache", choices=COMPILE_CACHES, default=_WORKER.compile_cache,
                    help="cold: every worker gets empty compiler caches (default %(default)s)")
+    p.add_argument("--explain", action="store_true", help="profile each config's ops after "
+                   "its timing, for compare --explain (docs/method.md, 'Explaining a change')")
 
 
 def _add_min_effect(p: argparse.ArgumentParser) -> None:
@@ -138,6 +140,8 @@ def _add_comparison(p: argparse.ArgumentParser) -> None:
     _add_format(p)
     p.add_argument("--fail-on-regression", action="store_true",
                    help="exit 1 when anything got significantly slower, incorrect or failing")
+    p.add_argument("--explain-all", dest="explain_which", action="store_const", const="all",
+                   default="", help="the op diff of every run-time benchmark both builds profiled")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -215,6 +219,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_comparison(cmp_)
     cmp_.add_argument("--force", action="store_true",
                       help="compare even across machines, torch versions or profiles")
+    cmp_.add_argument("--explain", action="store_true", help="the op diff of each run-time "
+                      "regression, from files recorded with run --explain")
 
     rep = sub.add_parser("report", help="write a self-contained HTML report")
     rep.add_argument("files", nargs="+", metavar="FILE", help="results files, oldest first")
@@ -449,16 +455,21 @@ def cmd_check(args: argparse.Namespace) -> int:
     return interrupted if interrupted is not None else int(result.exit_status())
 
 
+def _explain_which(args: argparse.Namespace) -> str:
+    """The op diffs to print: "all" (--explain-all), "regressions" (--explain) or ""."""
+    return args.explain_which or ("regressions" if args.explain else "")
+
+
 def cmd_ab(args: argparse.Namespace) -> int:
     """`ab`: two builds in lockstep, one results file each, and their comparison printed."""
     from kscperf import api
     from kscperf.views.formatting import format_comparison, format_seconds
 
-    builds = [api.Build(label=args.base_build, python=args.base_python,
-                        env=tuple(args.base_env)),
+    builds = [api.Build(label=args.base_build, python=args.base_python, env=tuple(args.base_env)),
               api.Build(label=args.new_build, python=args.new_python, env=tuple(args.new_env))]
-    session = _prepared(args, _config(args), builds, replace=args.replace,
-                        output_dir=args.output_dir)
+    explain = _explain_which(args)
+    config = dataclasses.replace(_config(args), explain=bool(explain))
+    session = _prepared(args, config, builds, replace=args.replace, output_dir=args.output_dir)
     result = session.run(_printer(args.quiet, "format_progress"),
                          _printer(args.quiet, "format_look"))
     written = " and ".join(result.outputs)
@@ -467,7 +478,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
              "incomplete")
         return int(result.exit_status())
     comparison = api.compare_builds(*result.loaded, min_effect=args.min_effect)
-    print(format_comparison(comparison, args.format))
+    print(format_comparison(comparison, args.format, explain=explain))
     _err(f"{result.workers} worker pairs in {format_seconds(result.wall_s)} wall time; wrote "
          f"{written}")
     runs = result.runs[0] + result.runs[1]
@@ -508,7 +519,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     comparison = api.compare_builds(args.base, args.new, min_effect=args.min_effect,
                                     force=args.force)
-    print(format_comparison(comparison, args.format))
+    print(format_comparison(comparison, args.format, explain=_explain_which(args)))
     return 1 if args.fail_on_regression and comparison.has_regression else 0
 
 

@@ -7,6 +7,7 @@ and the results file agree without importing torch or pyperf.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,8 @@ __all__ = [
     "WorkerSettings",
     "CellSpec",
     "CheckResult",
+    "OpRow",
+    "OpProfile",
     "ConfigResult",
     "CanaryProbe",
     "CellResult",
@@ -85,6 +88,8 @@ class WorkerSettings:
     isolation: str = "fork"
     timeout_s: float | None = 600.0
     max_rss_bytes: int | None = None
+    # --explain: profile each timed config's ops after its timing (kscperf.worker.opprofile).
+    explain: bool = False
 
     def __post_init__(self) -> None:
         for name, value, allowed in (("isolation", self.isolation, ISOLATIONS),
@@ -174,6 +179,56 @@ class CheckResult:
 
 
 @dataclass(frozen=True)
+class OpRow:
+    """One op (or kernel) of a profiled config, as the profiler named it (`key`, not
+    normalised): `calls` per iteration of the timed callable and `self_s`, its self time per
+    call in seconds (device time for a CUDA kernel, `device` "cuda"; CPU time otherwise)."""
+
+    key: str
+    calls: float
+    self_s: float
+    device: str = "cpu"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> OpRow:
+        return cls(key=str(d["key"]), calls=float(d["calls"]), self_s=float(d["self_s"]),
+                   device=str(d.get("device", "cpu")))
+
+
+@dataclass(frozen=True)
+class OpProfile:
+    """What `--explain`'s profiling pass found of one config in one process, after its
+    timing: `iterations` calls of the timed callable profiled, lasting `profiled_s` each
+    on average under the profiler, against `unprofiled_s` (the median timed value) without
+    it; `seconds` is the whole pass, setup included, and `rows` its ops."""
+
+    iterations: int
+    profiled_s: float
+    unprofiled_s: float
+    seconds: float
+    rows: tuple[OpRow, ...]
+
+    @property
+    def overhead(self) -> float:
+        """The profiler's relative cost per iteration: profiled over unprofiled time, less 1."""
+        return self.profiled_s / self.unprofiled_s - 1.0 if self.unprofiled_s > 0 else math.nan
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["rows"] = [r.to_dict() for r in self.rows]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> OpProfile:
+        return cls(iterations=int(d["iterations"]), profiled_s=float(d["profiled_s"]),
+                   unprofiled_s=float(d["unprofiled_s"]), seconds=float(d["seconds"]),
+                   rows=tuple(OpRow.from_dict(r) for r in d["rows"]))
+
+
+@dataclass(frozen=True)
 class ConfigResult:
     """One config of one cell in one worker process."""
 
@@ -195,6 +250,8 @@ class ConfigResult:
     teardown_s: float | None = None  # the tool's own example_done, when it has one
     # Set when the clock's figures cannot both be true (CUDA device time over wall time).
     clock_warning: str = ""
+    # --explain's profile of the config's ops, taken after its timing; None without it.
+    op_profile: OpProfile | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -207,6 +264,10 @@ class ConfigResult:
             # Left out when empty, so that a file with nothing to warn of stays readable by
             # the kscperf versions before the field (results format 2 either way).
             del d["clock_warning"]
+        if self.op_profile is None:
+            del d["op_profile"]  # as clock_warning
+        else:
+            d["op_profile"] = self.op_profile.to_dict()
         return d
 
     @classmethod
@@ -217,6 +278,8 @@ class ConfigResult:
         d["warmups"] = tuple((int(n), float(v)) for n, v in d.get("warmups", ()))
         d["cuda_event_values"] = tuple(float(v) for v in d.get("cuda_event_values", ()))
         d["check"] = CheckResult.from_dict(d["check"]) if d.get("check") else None
+        profile = d.get("op_profile")
+        d["op_profile"] = OpProfile.from_dict(profile) if profile is not None else None
         return cls(**d)
 
 

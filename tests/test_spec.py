@@ -49,7 +49,7 @@ class RecordingLauncher:
 # A value other than the default for every setting.
 CHANGED = dict(seed=7, check_only=True, tool_plugins=("x=kscperf_onnx:tool",),
                compile_cache="cold", jacobian_max_elements=12, affinity=(0,),
-               isolation="spawn", timeout_s=33.0, max_rss_bytes=1 << 30)
+               isolation="spawn", timeout_s=33.0, max_rss_bytes=1 << 30, explain=True)
 
 
 def test_the_changed_values_cover_every_setting() -> None:
@@ -82,7 +82,7 @@ def test_the_command_line_sets_the_same_settings() -> None:
     args = cli.build_parser().parse_args([
         "run", TOY, "--seed", "7", "--compile-cache", "cold", "--jacobian-max-elements", "12",
         "--affinity", "0", "--isolation", "spawn", "--timeout", "33", "--max-rss",
-        str(1 << 30), "--tool-plugin", "x=kscperf_onnx:tool"])
+        str(1 << 30), "--tool-plugin", "x=kscperf_onnx:tool", "--explain"])
     given = {k: tuple(v) if isinstance(v, list) else v for k, v in vars(args).items()}
     for name, value in CHANGED.items():
         if name != "check_only":  # set by the subcommand, not by an option

@@ -31,6 +31,7 @@ from typing import Any, Iterable
 
 from kscperf.compare import units
 from kscperf.compare.compilestats import CompileChange, compare_panels
+from kscperf.compare.explain import Explanation, explain_rows
 from kscperf.errors import CellStatus, KscperfError
 from kscperf.names import BenchmarkName, Kind, benchmark_name
 from kscperf.results.files import LoadedResults
@@ -190,6 +191,8 @@ class Comparison:
     machine: MachineCheck = MachineCheck(None, None, None)
     # The compile panels' phases, counts and tools' figures (kscperf.compare.compilestats).
     compile_changes: tuple[CompileChange, ...] = ()
+    # The op diffs of the run-time rows both builds profiled (--explain; compare.explain).
+    explanations: tuple[Explanation, ...] = ()
 
     @property
     def regressions(self) -> tuple[ComparisonRow, ...]:
@@ -203,6 +206,10 @@ class Comparison:
         slower compile phase): what `--fail-on-regression` exits 1 for."""
         return (any(r.is_regression for r in self.rows)
                 or any(c.is_regression for c in self.compile_changes))
+
+    def explanation(self, name: str) -> Explanation | None:
+        """The op diff of run-time benchmark `name`, or None when a build did not profile it."""
+        return next((e for e in self.explanations if e.name == name), None)
 
     def row(self, name: str) -> ComparisonRow | None:
         """The row of benchmark `name`, or None when nothing was compared under it."""
@@ -547,11 +554,15 @@ def compare_builds(base: LoadedResults, new: LoadedResults, *,
             for c, q in zip(compared, _q_values(compared))]
     estimates = {c.present.name: c.estimate for c in compared}
     rows.sort(key=_slowest_first)
+    explanations = explain_rows(base, new, ((r.name, (r.model, r.tool, r.task, r.config),
+                                             r.base_value, r.new_value)
+                                            for r in rows if r.kind == Kind.TIME), alpha=alpha)
     return Comparison(base=_build_info(base), new=_build_info(new), min_effect=min_effect,
                       alpha=alpha, rows=tuple(rows), geomeans=_geomeans(rows, estimates, alpha),
                       ignored_differences=tuple(differences) if force else (),
                       machine=check, compile_changes=compare_panels(
-                          base.runs, new.runs, min_effect=min_effect, alpha=alpha))
+                          base.runs, new.runs, min_effect=min_effect, alpha=alpha),
+                      explanations=explanations)
 
 
 def refuse_incomparable(base: LoadedResults, new: LoadedResults, *, force: bool = False,

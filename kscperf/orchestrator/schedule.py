@@ -202,7 +202,8 @@ def run_cells_lockstep(rounds: list[tuple[int, PlannedCell]], options: RunOption
                        launchers: tuple[Launcher, Launcher], *,
                        on_result: OnResult | None = None, more: MoreRounds | None = None,
                        fresh_zygotes: float | None = None,
-                       module_roots: tuple[ModuleRoot, ModuleRoot] = ((), ())
+                       module_roots: tuple[ModuleRoot, ModuleRoot] = ((), ()),
+                       explain: tuple[bool | None, bool | None] = (None, None)
                        ) -> tuple[list[CellResult], list[CellResult]]:
     """Run every (process index, cell) of `rounds` in two builds at once, one launcher per
     build: the two workers of a pair take turns, one timed value each, so that both builds
@@ -219,7 +220,8 @@ def run_cells_lockstep(rounds: list[tuple[int, PlannedCell]], options: RunOption
     pairs as independent) (docs/method.md, "Fresh zygotes").
     `module_roots` gives each build's (planned root, own root): a definition module under
     the planned root is read by that build's workers from the same place under its own
-    (`bisect`: each commit's checkout holds its own benchmark module)."""
+    (`bisect`: each commit's checkout holds its own benchmark module). `explain` gives a
+    build's own `--explain` setting (None: the options'), so that one side alone profiles."""
     loops: tuple[_Loops, _Loops] = ({}, {})
     t0 = time.perf_counter()
     for launcher in launchers:
@@ -239,7 +241,7 @@ def run_cells_lockstep(rounds: list[tuple[int, PlannedCell]], options: RunOption
         zygotes[0] = process_index
         t_pair = time.perf_counter()
         pair = _run_pair(launchers, cell, process_index, options, loops, stem,
-                         first=process_index % 2, module_roots=module_roots)
+                         first=process_index % 2, module_roots=module_roots, explain=explain)
         zygotes[2] += time.perf_counter() - t_pair
         return pair
 
@@ -260,7 +262,8 @@ def _restart(launchers: tuple[Launcher, Launcher]) -> None:
 
 def _run_pair(launchers: tuple[Launcher, Launcher], cell: PlannedCell, process_index: int,
               options: RunOptions, loops: tuple[_Loops, _Loops], stem: str,
-              first: int, module_roots: tuple[ModuleRoot, ModuleRoot] = ((), ())
+              first: int, module_roots: tuple[ModuleRoot, ModuleRoot] = ((), ()),
+              explain: tuple[bool | None, bool | None] = (None, None)
               ) -> tuple[CellResult, CellResult]:
     """One cell's process `process_index` in both builds at once, taking turns: side
     `first` starts with the turn. Each side is told when the other has ended."""
@@ -275,6 +278,9 @@ def _run_pair(launchers: tuple[Launcher, Launcher], cell: PlannedCell, process_i
             if module_roots[i]:
                 spec = dataclasses.replace(spec, module_path=_rerooted(spec.module_path,
                                                                        *module_roots[i]))
+            own_explain = explain[i]
+            if own_explain is not None:
+                spec = dataclasses.replace(spec, explain=own_explain)
             results[i] = _launch_cell(launchers[i], cell, spec, f"{stem}.{i}", options,
                                       timeout_factor=_LOCKSTEP_TIMEOUT_FACTOR)
         finally:

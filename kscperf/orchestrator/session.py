@@ -122,6 +122,8 @@ class Build:
     # In lockstep: (the root the cells were planned from, this build's own root), when
     # this build reads the definition modules under that root from its own copy (bisect).
     module_root: schedule.ModuleRoot = ()
+    # In lockstep: this build's own --explain, when only one side profiles (None: the run's).
+    explain: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -321,8 +323,10 @@ class Session:
         return False
 
     def _launchers(self) -> list[Launcher]:
-        uses_compiler = any(split_device(c.tool)[0] not in EAGER_TOOLS
-                            for c in self.selection.cells)
+        # The profiler's first start imports torch.compile's machinery too (1.5 s).
+        uses_compiler = (self.config.explain or any(b.explain for b in self.builds)
+                         or any(split_device(c.tool)[0] not in EAGER_TOOLS
+                                for c in self.selection.cells))
         # Threads that spin-wait after a parallel region would run on into the partner's value.
         passive = ({"OMP_WAIT_POLICY": "PASSIVE"}
                    if self.lockstep and "OMP_WAIT_POLICY" not in os.environ else {})
@@ -340,7 +344,9 @@ class Session:
                                         on_result=on_result, more=more,
                                         fresh_zygotes=fresh_zygotes,
                                         module_roots=(self.builds[0].module_root,
-                                                      self.builds[1].module_root))
+                                                      self.builds[1].module_root),
+                                        explain=(self.builds[0].explain,
+                                                 self.builds[1].explain))
         else:
             schedule.run_cells(rounds, options, launchers[0], on_result=on_result,
                                on_running=on_running, prior=self.prior)

@@ -41,6 +41,8 @@ __all__ = [
     "split_search_significance",
     "paired_log_ratios",
     "adjust_p_values",
+    "Difference",
+    "compare_means",
     "classify_change",
     "effect_direction",
     "min_detectable_effect",
@@ -352,6 +354,41 @@ def paired_log_ratios(pairs: Sequence[tuple[Sequence[float], Sequence[float]]]
     sequential design (`kscperf.stats.sequential`)."""
     per_pair = [logs for logs in (_paired_logs(b, n) for b, n in pairs) if logs]
     return [statistics.median(pair) for pair in per_pair]
+
+
+@dataclass(frozen=True)
+class Difference:
+    """NEW's mean less BASE's (`delta`), its (1 - alpha) interval and two-sided p-value."""
+
+    delta: float
+    low: float
+    high: float
+    p_value: float
+
+
+def compare_means(base: Sequence[float], new: Sequence[float], *,
+                  alpha: float = ALPHA) -> Difference:
+    """Welch's t-test of the difference of means, for quantities that may be zero (an op's
+    time in a build without it), where a ratio cannot be taken. With fewer than two values
+    on a side the spread is unknown: the interval is infinite and p NaN. With no spread on
+    either side the difference is known exactly (p 1 for none, else 0)."""
+    nan = math.nan
+    if not base or not new:
+        return Difference(nan, nan, nan, nan)
+    delta = statistics.fmean(new) - statistics.fmean(base)
+    if len(base) < 2 or len(new) < 2:
+        return Difference(delta, -math.inf, math.inf, nan)
+    vb = statistics.variance(base) / len(base)
+    vn = statistics.variance(new) / len(new)
+    se = math.sqrt(vb + vn)
+    if se == 0.0:
+        return Difference(delta, delta, delta, 1.0 if delta == 0.0 else 0.0)
+    from scipy import stats as sps
+
+    df = (vb + vn) ** 2 / ((vb * vb / (len(base) - 1)) + (vn * vn / (len(new) - 1)))
+    half = float(sps.t.ppf(1.0 - alpha / 2.0, df)) * se
+    p = float(2.0 * sps.t.sf(abs(delta) / se, df))
+    return Difference(delta, delta - half, delta + half, p)
 
 
 def adjust_p_values(p_values: Sequence[float]) -> list[float]:

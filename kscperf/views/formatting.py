@@ -12,19 +12,20 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import textwrap
 from typing import Any
 
 from kscperf.compare.builds import Comparison, ComparisonRow, GeoMean, MachineCheck, Verdict
 from kscperf.stats import core as stats, machine
+from kscperf.views.explaintext import explain_json, explained, format_explanations
 from kscperf.views.compileview import compile_changes_json, compile_changes_markdown, \
     format_compile_changes
 from kscperf.errors import TIMED_STATUSES, CellStatus
 from kscperf.results.files import CellSummary
 from kscperf.results.samples import BuildRow, CellView
 from kscperf.views.textunits import align_columns as align_table
-from kscperf.views.textunits import format_seconds, safe_text
+from kscperf.views.textunits import format_p, format_percent, format_seconds, json_number, \
+    markdown_text, one_line, safe_text
 
 __all__ = [
     "safe_text",
@@ -203,22 +204,6 @@ def format_interval(low: float, high: float) -> str:
     return f"[{low:.2f}x, {high:.2f}x]"
 
 
-def format_p(p: float) -> str:
-    """A p-value with 2 significant digits, "<0.001" below that; "-" when unknown."""
-    if p is None or math.isnan(p):
-        return "-"
-    return "<0.001" if p < 0.001 else f"{p:.2g}"
-
-
-def format_percent(fraction: float) -> str:
-    """0.052 as "5.2%"; "-" when unknown, "inf" when infinite."""
-    if fraction is None or math.isnan(fraction):
-        return "-"
-    if math.isinf(fraction):
-        return "inf"
-    return f"{fraction * 100:.2g}%" if abs(fraction) < 0.1 else f"{fraction * 100:.0f}%"
-
-
 def format_quantity(value: float, unit: str) -> str:
     """A median in its pyperf unit: seconds or bytes."""
     return format_bytes(value) if unit == "byte" else format_seconds(value)
@@ -231,12 +216,6 @@ def verdict_text(row: ComparisonRow) -> str:
     if row.unit == "byte":
         text = _MEMORY_VERDICT_TEXT.get(row.verdict, text)
     return text + ("~" if row.inconclusive else "")
-
-
-def one_line(text: object) -> str:
-    # safe_text leaves tab and newline alone (they are harmless on a terminal), but either
-    # one breaks a table row.
-    return safe_text(text).replace("\t", "\\t").replace("\n", "\\n")
 
 
 def status_text(base: CellStatus | None, new: CellStatus | None, reason: str = "",
@@ -369,7 +348,7 @@ def _table_row(r: ComparisonRow) -> list[str]:
             format_percent(r.min_detectable_effect), verdict_text(r), note]
 
 
-def _format_table(comparison: Comparison, only_changed: bool) -> str:
+def _format_table(comparison: Comparison, only_changed: bool, explain: str) -> str:
     confidence = f"{format_confidence(comparison.alpha)} interval"
     header = ["benchmark", "kind", "base", "new", "ratio", confidence, "p", "detectable",
               "verdict", "status"]
@@ -390,6 +369,9 @@ def _format_table(comparison: Comparison, only_changed: bool) -> str:
     compile_changes = format_compile_changes(comparison.compile_changes, only_changed=True)
     if compile_changes:
         parts += ["", compile_changes]
+    ops = format_explanations(*explained(comparison, explain), "table")
+    if ops:
+        parts += ["", ops]
     parts.append("")
     parts.append(_regression_line(comparison))
     return "\n".join(parts)
@@ -404,18 +386,7 @@ def _regression_line(comparison: Comparison) -> str:
     return line
 
 
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|#!{}])")
-
-
-def markdown_text(text: object) -> str:
-    """Text safe in a GitHub markdown table cell: no control characters, markdown
-    punctuation backslash-escaped, HTML metacharacters as entities."""
-    plain = one_line(text)
-    plain = _MARKDOWN_SPECIAL.sub(r"\\\1", plain)
-    return plain.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def _format_markdown(comparison: Comparison, only_changed: bool) -> str:
+def _format_markdown(comparison: Comparison, only_changed: bool, explain: str) -> str:
     lines = [f"**BASE** {markdown_text(comparison.base.build)} ({markdown_text(comparison.base.path)}) "
              f"&rarr; **NEW** {markdown_text(comparison.new.build)} ({markdown_text(comparison.new.path)})", ""]
     for line in _header_lines(comparison)[2:]:
@@ -441,18 +412,12 @@ def _format_markdown(comparison: Comparison, only_changed: bool) -> str:
                          f"{markdown_text(format_interval(g.low, g.high))} | {g.n} |")
     lines += compile_changes_markdown(comparison.compile_changes, markdown_text,
                                       only_changed=True)
+    ops = format_explanations(*explained(comparison, explain), "markdown")
+    if ops:
+        lines += ["", ops]
     regression = _regression_line(comparison).removeprefix("regression: ")
     lines += ["", f"Regression: {regression.replace('yes', '**yes**', 1)}"]
     return "\n".join(lines)
-
-
-def json_number(x: float | int | None) -> float | int | None:
-    """JSON has no NaN or infinity: both become null."""
-    if x is None or isinstance(x, bool):
-        return x
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x
 
 
 def _row_json(r: ComparisonRow) -> dict[str, Any]:
@@ -504,12 +469,16 @@ def _machine_json(check: MachineCheck) -> dict[str, Any]:
                 "state": shift.state.value, "shifted": shift.shifted}}
 
 
-def _format_json(comparison: Comparison, only_changed: bool) -> str:
+def _format_json(comparison: Comparison, only_changed: bool, explain: str) -> str:
     def side(info: Any) -> dict[str, Any]:
         return {"build": info.build, "path": info.path, "complete": info.complete,
                 "metadata": _json_safe(info.metadata)}
 
-    doc = {
+    explanations, missing = explained(comparison, explain)
+    ops = {e.name: explain_json(e) for e in explanations}
+    benchmarks = [dict(_row_json(r), **({"explain": ops[r.name]} if r.name in ops else {}))
+                  for r in _rows_to_show(comparison, only_changed)]
+    doc: dict[str, Any] = {
         "base": side(comparison.base),
         "new": side(comparison.new),
         "min_effect": comparison.min_effect,
@@ -517,17 +486,19 @@ def _format_json(comparison: Comparison, only_changed: bool) -> str:
         "has_regression": comparison.has_regression,
         "ignored_differences": list(comparison.ignored_differences),
         "machine": _machine_json(comparison.machine),
-        "benchmarks": [_row_json(r) for r in _rows_to_show(comparison, only_changed)],
+        "benchmarks": benchmarks,
         "geomeans": [{"by": g.by, "key": g.key, "ratio": json_number(g.ratio),
                       "ratio_low": json_number(g.low), "ratio_high": json_number(g.high), "n": g.n}
                      for g in comparison.geomeans],
         "compile": compile_changes_json(comparison.compile_changes),
     }
+    if explain:
+        doc["explain_missing"] = missing
     return json.dumps(doc, indent=2, ensure_ascii=True, allow_nan=False)
 
 
 def format_comparison(comparison: Comparison, fmt: str = "table", *,
-                      only_changed: bool = False) -> str:
+                      only_changed: bool = False, explain: str = "") -> str:
     """The comparison as text in `fmt`, one of `COMPARISON_FORMATS`:
 
     - "table": aligned columns for a terminal, rows as `compare_builds` sorted them (slowest
@@ -537,14 +508,18 @@ def format_comparison(comparison: Comparison, fmt: str = "table", *,
       ratio_low, ratio_high, p_value, q_value, min_detectable_effect, medians, statuses...)
       and `geomeans`; NaN is null.
 
-    `only_changed` leaves out rows whose verdict is "same". No string from a file reaches
-    the output unescaped. Raises ValueError for an unknown format.
+    `only_changed` leaves out rows whose verdict is "same". `explain` ("regressions" or
+    "all") adds the op diffs of the run-time regressions or of every run-time benchmark
+    both builds profiled (`views.explaintext`): tables after the comparison, or in JSON an
+    `explain` list in each explained benchmark and `explain_missing`, the benchmarks asked
+    for that a build did not profile. No string from a file reaches the output unescaped.
+    Raises ValueError for an unknown format.
     """
     if fmt == "table":
-        return _format_table(comparison, only_changed)
+        return _format_table(comparison, only_changed, explain)
     if fmt == "markdown":
-        return _format_markdown(comparison, only_changed)
+        return _format_markdown(comparison, only_changed, explain)
     if fmt == "json":
-        return _format_json(comparison, only_changed)
+        return _format_json(comparison, only_changed, explain)
     raise ValueError(f"unknown comparison format {fmt!r}; expected one of {COMPARISON_FORMATS}")
 

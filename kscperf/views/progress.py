@@ -18,7 +18,8 @@ __all__ = ["format_progress", "format_running", "format_look"]
 # What each phase a worker notes reads as in a progress line.
 _PHASE_WORDS = {"import": "importing", "configs": "making configs", "compile": "compiling",
                 "prep": "getting ready", "check": "checking",
-                "run": "timing", "recheck": "checking again", "teardown": "tearing down"}
+                "run": "timing", "recheck": "checking again", "explain": "profiling its ops",
+                "teardown": "tearing down"}
 
 
 def format_progress(p: Any, label: str) -> str:

@@ -1,5 +1,6 @@
 """The smallest text helpers every presentation module shares: a string made safe for a
-terminal, a duration with its unit, and aligned columns. Imports nothing of kscperf, so
+terminal, a table cell or markdown, a duration, a p-value and a percentage, a number for JSON,
+and aligned columns. Imports nothing of kscperf, so
 `formatting` and the views it builds on can all use them."""
 
 from __future__ import annotations
@@ -7,7 +8,8 @@ from __future__ import annotations
 import math
 import re
 
-__all__ = ["safe_text", "format_seconds", "align_columns"]
+__all__ = ["safe_text", "one_line", "markdown_text", "format_seconds", "format_p",
+           "format_percent", "json_number", "align_columns"]
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
@@ -34,3 +36,45 @@ def align_columns(rows: list[list[str]]) -> str:
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|#!{}])")
+
+
+def format_p(p: float) -> str:
+    """A p-value with 2 significant digits, "<0.001" below that; "-" when unknown."""
+    if p is None or math.isnan(p):
+        return "-"
+    return "<0.001" if p < 0.001 else f"{p:.2g}"
+
+
+def format_percent(fraction: float) -> str:
+    """0.052 as "5.2%"; "-" when unknown, "inf" when infinite."""
+    if fraction is None or math.isnan(fraction):
+        return "-"
+    if math.isinf(fraction):
+        return "inf"
+    return f"{fraction * 100:.2g}%" if abs(fraction) < 0.1 else f"{fraction * 100:.0f}%"
+
+
+def one_line(text: object) -> str:
+    # safe_text leaves tab and newline alone (they are harmless on a terminal), but either
+    # one breaks a table row.
+    return safe_text(text).replace("\t", "\\t").replace("\n", "\\n")
+
+
+def markdown_text(text: object) -> str:
+    """Text safe in a GitHub markdown table cell: no control characters, markdown
+    punctuation backslash-escaped, HTML metacharacters as entities."""
+    plain = one_line(text)
+    plain = _MARKDOWN_SPECIAL.sub(r"\\\1", plain)
+    return plain.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def json_number(x: float | int | None) -> float | int | None:
+    """JSON has no NaN or infinity: both become null."""
+    if x is None or isinstance(x, bool):
+        return x
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x

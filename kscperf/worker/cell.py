@@ -8,8 +8,9 @@ where a worker that died was) and each the `phase` of a failure inside it:
     compile   the tool's build, timed (for lazy compilers the   _compile_cell
               first call minus a steady call)
     then per config (_run_config): skip hooks, prep (timed, _prep), check against the float64
-    reference (_check), calibrated timing and peak memory (run, _measure), teardown (the
-    tool's own example_done timed, _example_done).
+    reference (_check), calibrated timing and peak memory (run, _measure), the check again
+    (recheck), with --explain the ops profiled (explain, _explain), teardown (the tool's own
+    example_done timed, _example_done).
 
 Writes the result so far after each config and one result file at the end, atomically, and
 exits 0 whenever it wrote one. Decides nothing that is not in the spec.
@@ -26,6 +27,7 @@ import json
 import os
 import random
 import shutil
+import statistics
 import time
 import uuid
 import zlib
@@ -43,7 +45,7 @@ from kscperf.results.fileio import write_text_atomic
 from kscperf.results.metadata import ZYGOTE_KEY
 from kscperf.spec import CanaryProbe, CellResult, CellSpec, CheckResult, ConfigResult, partial_result_path, \
     phase_path
-from kscperf.worker import caches, canary, check, compilepanel, measure, tasks
+from kscperf.worker import caches, canary, check, compilepanel, measure, opprofile, tasks
 from kscperf.worker.failures import reason_for, status_for
 from kscperf.worker.tools import Built, ToolImpl, Unavailable, Unsupported, as_built, load_tool
 from kscperf.worker.torchinfo import torch_info
@@ -221,7 +223,8 @@ def _load(spec: CellSpec, metadata: dict[str, Any], t_start: float) -> _Loaded |
     refusal = tool.support.refusal(spec.tool, spec.task)
     if refusal:
         return CellResult.for_spec(spec, CellStatus.UNSUPPORTED, refusal, "compile")
-    preload(PRELOAD_ALWAYS + (PRELOAD_FOR_COMPILERS if tool.lazy else ()))
+    # The profiler's first start imports torch._inductor (1.5 s): here, not in a config.
+    preload(PRELOAD_ALWAYS + (PRELOAD_FOR_COMPILERS if tool.lazy or spec.explain else ()))
     metadata.update(torch_info("cuda" if tool.needs_cuda else device))
     if tool.model_defined:
         metadata.update(torch_extensions_cache=spec.compile_cache,
@@ -370,6 +373,9 @@ def _run_config(cell: _Cell, name: str, config: tuple[Any, ...]) -> ConfigResult
             result = _measure(cell, name, ready.prepared, common)
             phase = _enter("recheck", name)
             result = _recheck(cell, config, ready, ref_value, result)
+            if cell.spec.explain and result.status == CellStatus.OK:
+                phase = _enter("explain", name)
+                result = _explain(cell, ready.prepared, result)
         if cell.built.example_done is not None:
             phase = _enter("teardown", name)
         return _example_done(cell, ready, result)
@@ -466,6 +472,18 @@ def _recheck(cell: _Cell, config: tuple[Any, ...], ready: _Ready,
         result, check=again, status=CellStatus.INCORRECT, phase="recheck",
         reason=f"{cell.task.checks} went wrong during timing: it matched the float64 "
                f"reference before the timed loop and differs from it after: {again.detail}")
+
+
+def _explain(cell: _Cell, prepared: tasks.PreparedTask, result: ConfigResult) -> ConfigResult:
+    """--explain's profiling pass, after the timing and the recheck, in the timing's context.
+    A profiler that fails leaves the config as it was timed, without a profile."""
+    try:
+        profile = opprofile.profile_ops(prepared.timed,
+                                        functools.partial(_timing_context, prepared, cell.lazy),
+                                        cell.device, statistics.median(result.values))
+    except Exception:
+        return result
+    return dataclasses.replace(result, op_profile=profile)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,102 @@
+"""`compare --explain`'s text: each explained benchmark's op diff (`compare.explain`) as a
+table for a terminal, as markdown, or as the JSON rows of its `explain` list."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from kscperf.compare.explain import Explanation, OpChange
+from kscperf.views.textunits import align_columns, format_p, format_percent, format_seconds, \
+    json_number, markdown_text, one_line
+
+__all__ = ["EXPLAIN_CHOICES", "TABLE_ROWS", "explained", "explain_json", "format_explanations"]
+
+# What `--explain` and `--explain-all` ask for: the regressions' op diffs, or every one.
+EXPLAIN_CHOICES = ("", "regressions", "all")
+
+# The ops a table or markdown shows per benchmark; JSON has them all.
+TABLE_ROWS = 10
+
+
+def explained(comparison: Any, which: str) -> tuple[list[Explanation], list[str]]:
+    """The explanations `which` asks for ("regressions": of the run-time regressions, "all":
+    every one; "": none), and the asked-for benchmarks that a build did not profile."""
+    if not which:
+        return [], []
+    wanted = [r.name for r in comparison.rows if r.kind == "time"
+              and (which == "all" or r.is_regression)]
+    found = [e for e in (comparison.explanation(n) for n in wanted) if e is not None]
+    missing = [n for n in wanted if comparison.explanation(n) is None]
+    return found, missing
+
+
+def _delta(seconds: float) -> str:
+    if math.isnan(seconds):
+        return "-"
+    return ("+" if seconds > 0 else "") + format_seconds(seconds)
+
+
+def _verdict(o: OpChange) -> str:
+    return o.verdict + (f", only in {o.only_in.upper()}" if o.only_in else "")
+
+
+def _cells(o: OpChange) -> list[str]:
+    return [o.op, _count(o.calls_base), _count(o.calls_new), format_seconds(o.self_s_base),
+            format_seconds(o.self_s_new), _delta(o.delta_s), format_percent(o.share),
+            format_p(o.q_value), _verdict(o)]
+
+
+def _count(calls: float) -> str:
+    return "-" if math.isnan(calls) else f"{calls:.3g}"
+
+
+_HEADER = ["op", "calls base", "calls new", "self base", "self new", "Δ per call", "share",
+           "q", "verdict"]
+
+
+def _title(e: Explanation) -> str:
+    return (f"Ops of {e.name}: measured {_delta(e.measured_delta_s)} a call; "
+            f"{e.processes_base} and {e.processes_new} processes profiled, profiler overhead "
+            f"{format_percent(e.overhead_base)} and {format_percent(e.overhead_new)}; the ops "
+            f"called slower or faster explain {format_percent(e.explained_share)} of it")
+
+
+def _more(e: Explanation) -> list[str]:
+    left = len(e.ops) - TABLE_ROWS
+    return [f"({left} more ops in --format json)"] if left > 0 else []
+
+
+def format_explanations(explanations: list[Explanation], missing: list[str], fmt: str) -> str:
+    """The op diffs as a table per benchmark ("table") or markdown ("markdown"), each with
+    its first `TABLE_ROWS` ops, and a line naming the benchmarks asked for that a build did
+    not profile. Empty when there is nothing to say."""
+    parts = []
+    for e in explanations:
+        rows = [_cells(o) for o in e.ops[:TABLE_ROWS]]
+        if fmt == "markdown":
+            parts += [f"**{markdown_text(_title(e))}**", "",
+                      "| " + " | ".join(_HEADER) + " |",
+                      "|---|" + "---:|" * 7 + "---|"]
+            parts += ["| " + " | ".join(markdown_text(c) for c in r) + " |" for r in rows]
+            parts += _more(e) + [""]
+        else:
+            parts += [one_line(_title(e)),
+                      align_columns([_HEADER] + [[one_line(c) for c in r] for r in rows])]
+            parts += _more(e) + [""]
+    if missing:
+        parts.append(f"No op profiles in both builds for {len(missing)} of the benchmarks asked "
+                     f"to explain ({one_line(', '.join(missing[:3]))}"
+                     f"{', ...' if len(missing) > 3 else ''}): run both builds with --explain.")
+    return "\n".join(parts).rstrip("\n")
+
+
+def explain_json(e: Explanation) -> list[dict[str, Any]]:
+    """One explained benchmark's `explain` list: every op, largest |Δ| first."""
+    return [{"op": o.op, "calls_base": json_number(o.calls_base),
+             "calls_new": json_number(o.calls_new), "self_s_base": json_number(o.self_s_base),
+             "self_s_new": json_number(o.self_s_new), "delta_s": json_number(o.delta_s),
+             "delta_low": json_number(o.delta_low), "delta_high": json_number(o.delta_high),
+             "share": json_number(o.share), "p_value": json_number(o.p_value),
+             "q_value": json_number(o.q_value), "only_in": o.only_in or None,
+             "verdict": o.verdict} for o in e.ops]
