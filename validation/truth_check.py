@@ -12,13 +12,16 @@ from pathlib import Path
 
 from validation.aa import aa
 from validation.agreement import agreement
+from validation.explain import overhead, planted, untouched
 from validation.lockstep_history import LOCKSTEP_PROFILE, lockstep_history
 from validation.machine import covariate, machine
 from validation.noise import machine_noise, machine_states
 from validation.power import false_alarms, power, power_ab
 from validation.until_resolved import record_pairs, simulate_until_resolved, until_resolved
 
-SECTIONS = ("record-pairs", "until-resolved", "until-resolved-sim", "noise", "agreement",
+# Run only when --sections names them: record-pairs writes tools/data, explain takes 30 min.
+NAMED_ONLY = ("record-pairs", "explain")
+SECTIONS = ("record-pairs", "explain", "until-resolved", "until-resolved-sim", "noise", "agreement",
             "false-alarms", "power", "power-ab", "machine", "covariate")
 
 
@@ -30,8 +33,8 @@ def build_parser(doc: str | None) -> argparse.ArgumentParser:
     parser.add_argument("--profile", default="default", choices=("fast", "default", "rigorous"))
     parser.add_argument("--skip", default="", help="comma list of sections to skip")
     parser.add_argument("--sections", default="",
-                        help="comma list of the only sections to run (record-pairs runs "
-                             "only when named here)")
+                        help="comma list of the only sections to run (record-pairs and "
+                             "explain run only when named here)")
     parser.add_argument("--machine-load", default="cycle", choices=("cycle", "none"),
                         help="another tenant during one run of most machine trials")
     parser.add_argument("--until-min-effect", type=float, default=0.02)
@@ -59,6 +62,8 @@ def build_parser(doc: str | None) -> argparse.ArgumentParser:
                         help="also record (or reuse) and score the A/A runs under DIR")
     parser.add_argument("--aa-pairs", type=int, default=20)
     parser.add_argument("--aa-ab-runs", type=int, default=20)
+    parser.add_argument("--explain-aa-runs", type=int, default=20)
+    parser.add_argument("--overhead-repeats", type=int, default=3)
     parser.add_argument("--lockstep-plain", action="store_true",
                         help="the lockstep history's plain nights: 12 builds, a plain ab at "
                              "the default profile each night, +10 %% at a night from 4 to 10")
@@ -67,13 +72,13 @@ def build_parser(doc: str | None) -> argparse.ArgumentParser:
 
 def sections_to_skip(skip: str, sections: str) -> set[str]:
     """The sections that do not run: with `sections` (a comma list), every section it does
-    not name; otherwise those of `skip` (a comma list) and record-pairs."""
+    not name; otherwise those of `skip` (a comma list) and the `NAMED_ONLY` ones."""
     skipped = set(filter(None, skip.split(",")))
     only = set(filter(None, sections.split(",")))
     if only:
         skipped = set(SECTIONS) - only
     else:
-        skipped.add("record-pairs")
+        skipped.update(NAMED_ONLY)
     return skipped
 
 
@@ -98,6 +103,10 @@ def _run_sections(tmp: str, skip: set[str], args: argparse.Namespace) -> None:
     """The sections not in `skip`, in their order, in the temporary folder `tmp`."""
     if "record-pairs" not in skip:
         record_pairs(tmp, args.record_processes)
+    if "explain" not in skip:
+        planted(tmp, args.trials, args.explain_aa_runs, args.profile)
+        untouched(tmp, args.profile)
+        overhead(tmp, args.overhead_repeats)
     if "until-resolved" not in skip:
         until_resolved(tmp, args.trials, args.until_min_effect, args.until_budget)
     if "until-resolved-sim" not in skip:

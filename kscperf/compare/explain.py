@@ -6,10 +6,13 @@ a process is its self time per iteration (calls per iteration × self time per c
 in a process that profiled the config without meeting the op. Names are normalised first
 (`normalised_op`), so that an op matches itself across builds whatever its overload or a
 compiler's kernel number. Each op's NEW less BASE is tested across the processes (Welch's t,
-`stats.compare_means`) and the p-values adjusted over the benchmark's ops (Benjamini-
-Hochberg), as the Firefox Profiler's comparison does. An op is `slower` or `faster` when its
-q-value is under alpha, `same` when its interval lies within `NEGLIGIBLE_SHARE` of the base
-call's time, and `can't tell` otherwise. Its `share` is its Δ over the benchmark's measured Δ
+`stats.compare_means`) against a change of `NEGLIGIBLE_SHARE` of the base call's time (the
+margin: a smaller change is never significant, as `compare` calls no ratio within its
+minimum effect a change), and the p-values adjusted over the benchmark's ops that reach the
+margin in either build (Benjamini-Hochberg), as the Firefox Profiler's comparison adjusts
+over functions. An op is `slower` or `faster` when its q-value is under alpha, `same` when
+its interval lies within the margin or it is too small to be tested, and `can't tell`
+otherwise. Its `share` is its Δ over the benchmark's measured Δ
 (the timed values', not the profile's). Uses `stats.core`; no strings for humans.
 """
 
@@ -134,7 +137,7 @@ def _verdict(diff: stats.Difference, q: float, alpha: float, base_s: float) -> s
     if q < alpha:
         return "slower" if diff.delta > 0 else "faster"
     negligible = NEGLIGIBLE_SHARE * base_s
-    if -negligible <= diff.low and diff.high <= negligible:
+    if math.isnan(q) or -negligible <= diff.low and diff.high <= negligible:
         return "same"
     return "can't tell"
 
@@ -146,8 +149,13 @@ def _explanation(name: str, base: list[OpProfile], new: list[OpProfile], base_s:
     ops = sorted({op for t in base_tables + new_tables for op in t})
     measured = new_s - base_s
     sides = [(_side(base_tables, op), _side(new_tables, op)) for op in ops]
-    diffs = [stats.compare_means(b[0], n[0], alpha=alpha) for b, n in sides]
-    q_values = stats.adjust_p_values([d.p_value for d in diffs])
+    negligible = NEGLIGIBLE_SHARE * base_s
+    diffs = [stats.compare_means(b[0], n[0], margin=negligible, alpha=alpha) for b, n in sides]
+    # Independent filtering: an op under the margin in both builds cannot change by more
+    # than it, so it is not tested, and the adjustment counts only the ops that could.
+    tested = [max(_mean(b[0]), _mean(n[0])) >= negligible for b, n in sides]
+    q_values = stats.adjust_p_values([d.p_value if t else math.nan
+                                      for d, t in zip(diffs, tested)])
     changes = []
     for op, (b, n), diff, q in zip(ops, sides, diffs, q_values):
         only_in = ("new" if not any(op in t for t in base_tables)

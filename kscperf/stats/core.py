@@ -366,12 +366,14 @@ class Difference:
     p_value: float
 
 
-def compare_means(base: Sequence[float], new: Sequence[float], *,
+def compare_means(base: Sequence[float], new: Sequence[float], *, margin: float = 0.0,
                   alpha: float = ALPHA) -> Difference:
     """Welch's t-test of the difference of means, for quantities that may be zero (an op's
-    time in a build without it), where a ratio cannot be taken. With fewer than two values
+    time in a build without it), where a ratio cannot be taken: the interval is of the
+    difference, and the p-value tests that it lies within +-`margin` (0: that it is 0), so
+    that a difference within the margin is never significant. With fewer than two values
     on a side the spread is unknown: the interval is infinite and p NaN. With no spread on
-    either side the difference is known exactly (p 1 for none, else 0)."""
+    either side the difference is known exactly (p 1 within the margin, else 0)."""
     nan = math.nan
     if not base or not new:
         return Difference(nan, nan, nan, nan)
@@ -381,14 +383,16 @@ def compare_means(base: Sequence[float], new: Sequence[float], *,
     vb = statistics.variance(base) / len(base)
     vn = statistics.variance(new) / len(new)
     se = math.sqrt(vb + vn)
+    beyond = abs(delta) - margin
     if se == 0.0:
-        return Difference(delta, delta, delta, 1.0 if delta == 0.0 else 0.0)
+        return Difference(delta, delta, delta, 1.0 if beyond <= 0.0 else 0.0)
     from scipy import stats as sps
 
     df = (vb + vn) ** 2 / ((vb * vb / (len(base) - 1)) + (vn * vn / (len(new) - 1)))
     half = float(sps.t.ppf(1.0 - alpha / 2.0, df)) * se
-    p = float(2.0 * sps.t.sf(abs(delta) / se, df))
-    return Difference(delta, delta - half, delta + half, p)
+    # Against a margin, the nearer edge of the band is the null: one-sided from there.
+    p = float(sps.t.sf(beyond / se, df)) if margin > 0 else float(2.0 * sps.t.sf(beyond / se, df))
+    return Difference(delta, delta - half, delta + half, min(1.0, p))
 
 
 def adjust_p_values(p_values: Sequence[float]) -> list[float]:

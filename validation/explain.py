@@ -1,0 +1,125 @@
+"""truth-check's explain section (`--sections explain`): whether `--explain` names the op that
+changed, calls nothing changed when nothing did, and leaves the timing alone.
+
+  extra op      `ab --explain` of tests/fixtures/explain (pt inference), NEW adding one exp
+                (about 10 % of the call). Target: aten::exp first, only in NEW, explaining
+                70-130 % of the measured change, in at least 9 of 10 runs.
+  bigger op     NEW's matmul doing 1.5 times the work (a larger intermediate). Target:
+                aten::mm first in at least 9 of 10.
+  A/A           the same build on both sides. Target: no op with q < 0.05 in at least 19 of 20.
+  untouched     an A/A `ab` of the shipped suite's eager tools in which NEW alone profiles.
+                Target: every run-time interval within ±2 %.
+  overhead      default-profile runs of the shipped suite's eager tools with and without
+                --explain, alternating. Target: --explain adds at most 15 % wall time.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from typing import Any
+
+import kscperf
+from kscperf.compare.explain import Explanation
+from kscperf.names import benchmark_name
+from validation.common import ROOT, exit_if_interrupted, run_build
+
+FIXTURE = ROOT / "tests" / "fixtures" / "explain" / "explain.py"
+BENCHMARK = benchmark_name("explain", "pt", "inference", "256")
+EAGER = dict(tools="pt,ptnice", paths=(str(ROOT / "bench_defs"),))
+
+
+def _case(label: str, case: str, explain: bool | None = None) -> kscperf.Build:
+    return kscperf.Build(label, env=(("KSCPERF_EXPLAIN_CASE", case),), explain=explain)
+
+
+def explain_ab(tmp: str, base_case: str, new_case: str, profile: str) -> Explanation | None:
+    """One `ab --explain` of the fixture, BASE in `base_case` and NEW in `new_case`: the op
+    diff of its one benchmark (None when a side did not profile it)."""
+    result = kscperf.run_ab(str(FIXTURE), tools="pt", tasks="inference", profile=profile,
+                            explain=True, output_dir=os.path.join(tmp, "explain-ab"),
+                            replace=True, base=_case("base", base_case),
+                            new=_case("new", new_case))
+    exit_if_interrupted(result, "truth-check")
+    return kscperf.compare_builds(*result.loaded).explanation(BENCHMARK)
+
+
+def _first(e: Explanation | None) -> str:
+    return e.ops[0].op if e and e.ops else "-"
+
+
+def _line(e: Explanation | None) -> str:
+    if e is None or not e.ops:
+        return "no profile"
+    top = e.ops[0]
+    return (f"{top.op} first ({top.verdict}{', only in ' + top.only_in if top.only_in else ''}, "
+            f"share {top.share:.0%}, q {top.q_value:.2g}); measured "
+            f"{e.measured_delta_s * 1e6:+.1f} us a call")
+
+
+def _extra_op_met(e: Explanation | None) -> bool:
+    if e is None or not e.ops:
+        return False
+    top = e.ops[0]
+    return top.op == "aten::exp" and top.only_in == "new" and 0.7 <= top.share <= 1.3
+
+
+def _false_rows(e: Explanation | None) -> list[str]:
+    return [o.op for o in (e.ops if e else ()) if o.q_value < 0.05]
+
+
+def planted(tmp: str, trials: int, aa_runs: int, profile: str) -> None:
+    """The extra-op, bigger-op and A/A trials, each run printed and then scored."""
+    print(f"\n== explain: which op changed, {profile} profile ==")
+    scores = []
+    for name, new_case, runs, met in (
+            ("extra op", "extra-op", trials, _extra_op_met),
+            ("bigger op", "bigger-op", trials, lambda e: _first(e) == "aten::mm"),
+            ("A/A", "base", aa_runs, lambda e: e is not None and not _false_rows(e))):
+        hits = 0
+        for k in range(runs):
+            e = explain_ab(tmp, "base", new_case, profile)
+            hits += met(e)
+            extra = f"; q < 0.05: {', '.join(_false_rows(e))}" if _false_rows(e) else ""
+            print(f"  {name} #{k + 1}: {_line(e)}{extra}")
+        scores.append(f"{name}: met in {hits} of {runs}")
+    print("  " + "; ".join(scores))
+    print("  targets: extra op (first, only in NEW, share 70-130 %) and bigger op (first) in "
+          "at least 9 of 10; A/A no q < 0.05 in at least 19 of 20")
+
+
+def untouched(tmp: str, profile: str) -> None:
+    """An A/A `ab` of the shipped suite's eager cells in which NEW alone profiles: every
+    run-time interval, and the widest."""
+    result = kscperf.run_ab(*EAGER["paths"], tools=EAGER["tools"], profile=profile,
+                            output_dir=os.path.join(tmp, "explain-untouched"), replace=True,
+                            base=kscperf.Build("base"), new=kscperf.Build("new", explain=True))
+    exit_if_interrupted(result, "truth-check")
+    rows = [r for r in kscperf.compare_builds(*result.loaded).rows
+            if r.kind == "time" and r.ratio == r.ratio]
+    outside = [r for r in rows if r.ratio_low < 0.98 or r.ratio_high > 1.02]
+    print(f"\n== explain: timing untouched, A/A ab of {EAGER['tools']} with NEW alone profiling, "
+          f"{profile} profile ==")
+    for r in outside:
+        print(f"  outside ±2 %: {r.name} {r.ratio:.3f} [{r.ratio_low:.3f}, {r.ratio_high:.3f}]")
+    widest = max((max(1 - r.ratio_low, r.ratio_high - 1) for r in rows), default=float("nan"))
+    centre = statistics.median(r.ratio for r in rows) if rows else float("nan")
+    print(f"  {len(rows) - len(outside)} of {len(rows)} run-time intervals within ±2 %; "
+          f"median ratio {centre:.4f}, widest reach {widest:.1%}; target: all")
+
+
+def overhead(tmp: str, repeats: int) -> None:
+    """Default-profile runs of the shipped suite's eager cells without and with --explain,
+    alternating: their wall times and the median ratio."""
+    walls: dict[bool, list[float]] = {False: [], True: []}
+    for k in range(repeats):
+        for explain in (False, True):
+            settings: dict[str, Any] = dict(tools=EAGER["tools"], explain=explain,
+                                            output=os.path.join(tmp, f"overhead-{explain}.json"))
+            walls[explain].append(run_build("truth-check", *EAGER["paths"], **settings))
+    ratio = statistics.median(w / p for w, p in zip(walls[True], walls[False]))
+    print(f"\n== explain: overhead, {EAGER['tools']} of the shipped suite, default profile, "
+          f"{repeats} alternating pairs ==")
+    print(f"  without --explain {', '.join(f'{w:.0f} s' for w in walls[False])}; with "
+          f"{', '.join(f'{w:.0f} s' for w in walls[True])}; median ratio {ratio:.3f} "
+          f"(+{ratio - 1:.1%}); target at most +15 %")
