@@ -541,7 +541,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 def cmd_history(args: argparse.Namespace) -> int:
     """`history add|rebuild|changes|check`: the history store."""
-    from kscperf import api
+    from kscperf import api, history
     from kscperf.views import confirm
     from kscperf.views.formatting import safe_text
     from kscperf.views.historytext import build_text, format_history_changes, format_history_check
@@ -562,7 +562,7 @@ def cmd_history(args: argparse.Namespace) -> int:
         print(format_history_changes(changes, args.format))
         return 0
     check = api.history_check(args.store, min_effect=args.min_effect)
-    print(format_history_check(check, confirm.confirm_commands))
+    print(format_history_check(check, confirm.confirm_commands, history.change_explanation))
     return 1 if check.failed else 0
 
 

@@ -87,6 +87,20 @@ def test_one_build(html1: str) -> None:
     assert "speedup over pt" in html1 and "peak RSS" in html1
 
 
+def test_one_build_opens_with_what_it_found_and_folds_the_environment(
+        html1: str, builds: list[LoadedResults]) -> None:
+    found, environment = html1.index('id="summary"'), html1.index('id="environment"')
+    assert found < environment < html1.index("<table class=\"model\"")
+    summary = html1[found:environment]
+    assert "geometric mean of speedup over pt" in summary and "badge good" in summary
+    counts = {}
+    for c in builds[0].cells:
+        counts[c.status.value] = counts.get(c.status.value, 0) + 1
+    for status, n in counts.items():
+        assert f"{status}: {n}</span>" in summary
+    assert "<details><summary>the " in html1[environment:] and "keys of the environment" in html1
+
+
 def test_three_builds_have_comparison_history_and_detectable_effects(html3: str) -> None:
     assert 'id="comparison"' in html3 and 'id="history"' in html3
     assert "build-2 → build-3" in html3

@@ -3,8 +3,8 @@ benchmark and kind (`series`), and the changes found over them (`changes`). See
 docs/dashboard.md. The names most callers need are re-exported here, on first use.
 
 Also the store's folder and lock (`folder`), the lockstep links (`links`), kill safety of
-adds (`journal`), the front page's numbers (`summary`) and compile panels over builds
-(`compilehistory`). May import: the vocabulary, `kscperf.stats`, `kscperf.results` and
+adds (`journal`), the front page's numbers (`summary`), compile panels over builds
+(`compilehistory`) and the op diff of a change (`explained`). May import: the vocabulary, `kscperf.stats`, `kscperf.results` and
 `kscperf.compare`. Renders nothing.
 """
 
@@ -26,6 +26,7 @@ _HOMES = {
     "kscperf.history.folder": (
         "BUILDS_DIR", "INDEX_NAME", "LOCK_NAME", "MACHINE_SUFFIX", "remove_empty_store"),
     "kscperf.history.store": ("HistoryStore", "open_store", "rebuild_index"),
+    "kscperf.history.explained": ("change_explanation",),
 }
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
 
@@ -34,7 +35,7 @@ __all__ = [
     "MACHINE_SPEED_DETAIL", "StoredBuild", "SeriesKey", "SeriesPoint", "Series", "ChangeKind",
     "HistoryChange", "HistoryCheck", "HistoryStore", "open_store", "rebuild_index",
     "remove_empty_store", "machine_class_of", "environment_of", "build_points", "find_changes",
-    "detectable_steps", "too_noisy", "check_newest",
+    "detectable_steps", "too_noisy", "check_newest", "change_explanation",
 ]
 
 if TYPE_CHECKING:
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from kscperf.history.series import (
         SERIES_KINDS, Series, SeriesKey, SeriesPoint, StoredBuild, environment_of,
         machine_class_of)
+    from kscperf.history.explained import change_explanation
     from kscperf.history.store import HistoryStore, open_store, rebuild_index
 
 

@@ -41,6 +41,8 @@ from kscperf.history.summary import GroupSummary, Trend, open_changes, summarize
 from kscperf.names import Kind
 from kscperf.views import dashboard_timeline as timeline
 from kscperf.views.confirm import confirm_commands
+from kscperf.views.explaintext import OP_HEADER, explanation_title, op_cells
+from kscperf.history.explained import change_explanation
 from kscperf.views.dashboard_views import (
     MetricView, SummaryRow, ChangeView, EnvironmentView, ModelRow, ClassView, IndexView, ModelBenchmarkRow, ModelView, ChartView, BuildLine, SectionView, BenchmarkView)
 from kscperf.results.fileio import write_text_atomic
@@ -128,9 +130,18 @@ def _change_tone(c: HistoryChange) -> str:
     return change_tone(c.kind, c.is_regression).value
 
 
-def _change_view(c: HistoryChange, page: str, expanded: bool = False) -> ChangeView:
+# The ops an open change shows of its op diff.
+_CHANGE_OPS = 3
+
+
+def _change_view(c: HistoryChange, page: str, expanded: bool = False,
+                 explain: bool = False) -> ChangeView:
     commands = confirm_commands(c)
+    explained = change_explanation(c) if explain else None
     return ChangeView(
+        ops_title=_text(explanation_title(explained)) if explained else "",
+        ops=[[_text(x) for x in op_cells(o)] for o in explained.ops[:_CHANGE_OPS]]
+        if explained else [],
         what=_text(historytext.change_what(c)), tone=_change_tone(c),
         benchmark=_text(c.key.benchmark), kind=str(c.key.kind or "*"),
         machine_class=_text(c.key.machine_class), model=_text(c.key.model),
@@ -139,7 +150,8 @@ def _change_view(c: HistoryChange, page: str, expanded: bool = False) -> ChangeV
         interval=formatting.format_interval(c.change.low, c.change.high),
         before=_build_text(c.before), before_date=_date(c.before),
         after=_build_text(c.after), after_date=_date(c.after),
-        compare=_text(commands.compare), ab=_text(commands.ab), bisect=_text(commands.bisect),
+        compare=_text(commands.compare + (" --explain" if explained else "")),
+        ab=_text(commands.ab), bisect=_text(commands.bisect),
         expanded=expanded)
 
 
@@ -359,7 +371,8 @@ def build_views(store: HistoryStore, *, min_effect: float = stats.DEFAULT_MIN_EF
         classes=classes, summary=summary,
         changes=[_change_view(c, _benchmark_href(c.key.benchmark if c.key.kind is not Kind.COMPILE
                                                  else _first_config(c, all_series)),
-                              expanded=c.is_regression and i < _EXPANDED_CHANGES)
+                              expanded=c.is_regression and i < _EXPANDED_CHANGES,
+                              explain=True)
                  for i, c in enumerate(still_open)],
         environment=_environment_events(changes), models=_model_index(all_series, still_open),
         too_noisy=historytext.too_noisy_text(steps.values(), min_effect),
@@ -409,8 +422,8 @@ def write_dashboard(store: HistoryStore, output: str, *,
     for href, bench in pages.benchmarks.items():
         write_text_atomic(os.path.join(output, href), template.render(view=bench), "the dashboard")
     front = os.path.join(output, "index.html")
-    write_text_atomic(front, env.get_template("dashboard_index.html.j2").render(view=pages.index),
-                      "the dashboard")
+    write_text_atomic(front, env.get_template("dashboard_index.html.j2").render(
+        view=pages.index, op_header=OP_HEADER), "the dashboard")
     _remove_stale_pages(output, {*pages.models, *pages.benchmarks})
     return front
 

@@ -61,6 +61,9 @@ class ChangeView:
     ab: str
     bisect: str
     expanded: bool = False
+    # Its op diff, where both builds' files carry --explain profiles: title and first ops.
+    ops_title: str = ""
+    ops: list[list[str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

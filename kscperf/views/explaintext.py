@@ -10,10 +10,8 @@ from kscperf.compare.explain import Explanation, OpChange
 from kscperf.views.textunits import align_columns, format_p, format_percent, format_seconds, \
     json_number, markdown_text, one_line
 
-__all__ = ["EXPLAIN_CHOICES", "TABLE_ROWS", "explained", "explain_json", "format_explanations"]
-
-# What `--explain` and `--explain-all` ask for: the regressions' op diffs, or every one.
-EXPLAIN_CHOICES = ("", "regressions", "all")
+__all__ = ["TABLE_ROWS", "OP_HEADER", "explained", "explanation_title",
+           "op_cells", "explain_json", "format_explanations"]
 
 # The ops a table or markdown shows per benchmark; JSON has them all.
 TABLE_ROWS = 10
@@ -41,7 +39,8 @@ def _verdict(o: OpChange) -> str:
     return o.verdict + (f", only in {o.only_in.upper()}" if o.only_in else "")
 
 
-def _cells(o: OpChange) -> list[str]:
+def op_cells(o: OpChange) -> list[str]:
+    """One op's row as the cells of `OP_HEADER` (text, not yet escaped)."""
     return [o.op, _count(o.calls_base), _count(o.calls_new), format_seconds(o.self_s_base),
             format_seconds(o.self_s_new), _delta(o.delta_s), format_percent(o.share),
             format_p(o.q_value), _verdict(o)]
@@ -51,11 +50,12 @@ def _count(calls: float) -> str:
     return "-" if math.isnan(calls) else f"{calls:.3g}"
 
 
-_HEADER = ["op", "calls base", "calls new", "self base", "self new", "Δ per call", "share",
+OP_HEADER = ["op", "calls base", "calls new", "self base", "self new", "Δ per call", "share",
            "q", "verdict"]
 
 
-def _title(e: Explanation) -> str:
+def explanation_title(e: Explanation) -> str:
+    """What one op diff is of, and how far to trust it, in one line."""
     return (f"Ops of {e.name}: measured {_delta(e.measured_delta_s)} a call; "
             f"{e.processes_base} and {e.processes_new} processes profiled, profiler overhead "
             f"{format_percent(e.overhead_base)} and {format_percent(e.overhead_new)}; the ops "
@@ -73,16 +73,16 @@ def format_explanations(explanations: list[Explanation], missing: list[str], fmt
     not profile. Empty when there is nothing to say."""
     parts = []
     for e in explanations:
-        rows = [_cells(o) for o in e.ops[:TABLE_ROWS]]
+        rows = [op_cells(o) for o in e.ops[:TABLE_ROWS]]
         if fmt == "markdown":
-            parts += [f"**{markdown_text(_title(e))}**", "",
-                      "| " + " | ".join(_HEADER) + " |",
+            parts += [f"**{markdown_text(explanation_title(e))}**", "",
+                      "| " + " | ".join(OP_HEADER) + " |",
                       "|---|" + "---:|" * 7 + "---|"]
             parts += ["| " + " | ".join(markdown_text(c) for c in r) + " |" for r in rows]
             parts += _more(e) + [""]
         else:
-            parts += [one_line(_title(e)),
-                      align_columns([_HEADER] + [[one_line(c) for c in r] for r in rows])]
+            parts += [one_line(explanation_title(e)),
+                      align_columns([OP_HEADER] + [[one_line(c) for c in r] for r in rows])]
             parts += _more(e) + [""]
     if missing:
         parts.append(f"No op profiles in both builds for {len(missing)} of the benchmarks asked "

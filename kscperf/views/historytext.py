@@ -9,12 +9,15 @@ import json
 import math
 from typing import Any, Callable, Iterable
 
+from kscperf.compare.explain import Explanation
 from kscperf.views.confirm import ConfirmCommands
 from kscperf.views.formatting import (
     align_table,
     format_interval,
+    format_p,
     format_percent,
     format_ratio,
+    format_seconds,
     json_number,
     markdown_text,
     one_line,
@@ -127,10 +130,13 @@ def _markdown_changes(changes: list[HistoryChange]) -> str:
 
 
 def format_history_check(check: HistoryCheck,
-                         confirm: Callable[[HistoryChange], ConfirmCommands]) -> str:
+                         confirm: Callable[[HistoryChange], ConfirmCommands],
+                         explain: Callable[[HistoryChange], Explanation | None] = lambda c: None
+                         ) -> str:
     """The markdown summary of `history check` (a `history.HistoryCheck`) for a pull request
     or a nightly message: the newest builds, the regressions they opened with the commands
-    that confirm each (`confirm(change)` gives them), and the count of other changes."""
+    that confirm each (`confirm(change)` gives them) and, where `explain(change)` gives its
+    op diff, its top op, and the count of other changes."""
     newest = ", ".join(f"{markdown_text(build_text(b.label, b.git_commit))} on {markdown_text(b.machine_class)}"
                        for b in check.newest)
     lines = [f"**kscperf history check**: newest {newest or 'nothing: the store is empty'}", ""]
@@ -152,9 +158,24 @@ def format_history_check(check: HistoryCheck,
                       f"  `{commands.compare}`"]
             if commands.bisect:
                 lines.append(f"  ; bisect with `{commands.bisect}`")
+            explained = explain(change)
+            if explained is not None:
+                lines.append(f"  ; top op: {_top_op(explained)}")
     others = len(check.changes) - len(check.opened)
     lines += ["", f"{others} other change(s) in the history (`run-benchmarks history changes`)."]
     return "\n".join(lines)
+
+
+def _top_op(e: Explanation) -> str:
+    """The op that changed most, as markdown: its change per call, share and verdict."""
+    top = e.top(1)
+    if not top:
+        return "no ops profiled"
+    o = top[0]
+    only = f", only in {o.only_in.upper()}" if o.only_in else ""
+    return (f"`{markdown_text(o.op)}` {markdown_text(('+' if o.delta_s > 0 else '') + format_seconds(o.delta_s))} a call, "
+            f"{format_percent(o.share)} of the change ({o.verdict}{only}, q "
+            f"{format_p(o.q_value)}; `compare --explain` has every op)")
 
 
 def sight_text(step: float, min_effect: float) -> str:

@@ -33,6 +33,8 @@ from kscperf.results.fileio import write_text_atomic
 from kscperf.results.files import LoadedResults
 from kscperf.results.metadata import REPORT_KEYS
 from kscperf.views.compileview import ChangeRow, PanelRow, change_rows, panel_rows
+from kscperf.views.explaintext import OP_HEADER, explanation_title, op_cells
+from kscperf.views.reportsummary import RunSummary, run_summary
 from kscperf.views.style import STATUS_TONE, VERDICT_TONE, Tone, jinja_environment, templates_dir
 from kscperf.results.samples import (
     REFERENCE_TOOL,
@@ -149,6 +151,9 @@ class CompareRow:
     detectable: str
     status: str
     regression: bool = False
+    # A run-time regression's op diff (--explain): its title and first ops, as text.
+    ops_title: str = ""
+    ops: list[list[str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -202,6 +207,7 @@ class ReportView:
     history: HistorySection | None
     notes: list[str] = field(default_factory=list)
     several_builds: bool = False  # then the keys that differ are shown, the rest folded
+    summary: RunSummary | None = None  # what the shown build's run found, first
 
 
 def _safe_svg(svg: str) -> Any:
@@ -381,9 +387,17 @@ def _ratio_tone(verdict: Verdict) -> Tone:
     return tone if tone in (Tone.BAD, Tone.GOOD) else Tone.NEUTRAL
 
 
-def _compare_row(r: ComparisonRow) -> CompareRow:
+# The ops a regression opens with in the report.
+REPORT_OPS = 5
+
+
+def _compare_row(r: ComparisonRow, comparison: Comparison) -> CompareRow:
     status = formatting.status_text(r.base_status, r.new_status, r.reason, arrow="→")
+    explained = comparison.explanation(r.name) if r.is_regression else None
     return CompareRow(
+        ops_title=formatting.safe_text(explanation_title(explained)) if explained else "",
+        ops=[[formatting.safe_text(c) for c in op_cells(o)]
+             for o in explained.ops[:REPORT_OPS]] if explained else [],
         verdict=formatting.verdict_text(r), verdict_class=VERDICT_TONE[r.verdict].value,
         regression=r.is_regression,
         name=formatting.safe_text(r.name), kind=r.kind,
@@ -434,7 +448,7 @@ def _comparison_section(comparison: Comparison) -> ComparisonSection:
         new=formatting.safe_text(comparison.new.build), criteria=criteria,
         regression=comparison.has_regression,
         counts=[(v.value, VERDICT_TONE[v].value, str(counts[v])) for v in Verdict if v in counts],
-        warnings=warnings, rows=[_compare_row(r) for r in comparison.rows],
+        warnings=warnings, rows=[_compare_row(r, comparison) for r in comparison.rows],
         machine=[formatting.safe_text(line) for line in formatting.machine_lines(comparison.machine)],
         geomeans=geomeans, figures=_ratio_figures(comparison),
         compile_changes=change_rows(comparison.compile_changes))
@@ -528,7 +542,8 @@ def build_report_view(results: Sequence[LoadedResults], comparison: Comparison |
         builds=_build_headers(results), environment=_environment(results),
         models=models, plain_rows=plain_rows,
         comparison=_comparison_section(comparison) if comparison is not None else None,
-        history=history, notes=notes, several_builds=len(results) > 1)
+        history=history, notes=notes, several_builds=len(results) > 1,
+        summary=run_summary(shown, shown_samples) if shown.has_kscperf else None)
 
 
 def render_report(results: Sequence[LoadedResults], comparison: Comparison | None = None,
@@ -539,7 +554,7 @@ def render_report(results: Sequence[LoadedResults], comparison: Comparison | Non
     the same inputs give the same bytes."""
     view = build_report_view(results, comparison, force=force)
     template = jinja_environment().get_template(TEMPLATE_NAME)
-    return template.render(view=view)
+    return template.render(view=view, op_header=OP_HEADER)
 
 
 def write_report(path: str, html: str) -> None:
