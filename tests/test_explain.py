@@ -274,7 +274,7 @@ def test_history_check_and_the_dashboard_name_the_top_op_of_an_opened_regression
 
 def test_the_rows_agree_with_torchs_own_key_averages() -> None:
     import torch
-    from torch.profiler import ProfilerActivity, profile
+    from torch.autograd.profiler import profile
 
     from kscperf.worker import opprofile
 
@@ -284,7 +284,7 @@ def test_the_rows_agree_with_torchs_own_key_averages() -> None:
         y = (torch.sin(x) @ x).tanh().sum() + x.sum(0).sum()
         return torch.autograd.grad(y, x)
 
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    with profile(use_cpu=True, use_kineto=True) as prof:
         for _ in range(5):
             call()
     mine = {r.key: r for r in opprofile._rows(prof, 5)}

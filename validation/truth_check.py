@@ -63,7 +63,9 @@ def build_parser(doc: str | None) -> argparse.ArgumentParser:
     parser.add_argument("--aa-pairs", type=int, default=20)
     parser.add_argument("--aa-ab-runs", type=int, default=20)
     parser.add_argument("--explain-aa-runs", type=int, default=20)
-    parser.add_argument("--overhead-repeats", type=int, default=3)
+    parser.add_argument("--overhead-repeats", type=int, default=1)
+    parser.add_argument("--explain-parts", default="planted,untouched,overhead",
+                        help="which parts of the explain section run (comma list)")
     parser.add_argument("--lockstep-plain", action="store_true",
                         help="the lockstep history's plain nights: 12 builds, a plain ab at "
                              "the default profile each night, +10 %% at a night from 4 to 10")
@@ -104,9 +106,13 @@ def _run_sections(tmp: str, skip: set[str], args: argparse.Namespace) -> None:
     if "record-pairs" not in skip:
         record_pairs(tmp, args.record_processes)
     if "explain" not in skip:
-        planted(tmp, args.trials, args.explain_aa_runs, args.profile)
-        untouched(tmp, args.profile)
-        overhead(tmp, args.overhead_repeats)
+        parts = set(args.explain_parts.split(","))
+        if "planted" in parts:
+            planted(tmp, args.trials, args.explain_aa_runs, args.profile)
+        if "untouched" in parts:
+            untouched(tmp, args.profile)
+        if "overhead" in parts:
+            overhead(tmp, args.overhead_repeats)
     if "until-resolved" not in skip:
         until_resolved(tmp, args.trials, args.until_min_effect, args.until_budget)
     if "until-resolved-sim" not in skip:

@@ -323,10 +323,8 @@ class Session:
         return False
 
     def _launchers(self) -> list[Launcher]:
-        # The profiler's first start imports torch.compile's machinery too (1.5 s).
-        uses_compiler = (self.config.explain or any(b.explain for b in self.builds)
-                         or any(split_device(c.tool)[0] not in EAGER_TOOLS
-                                for c in self.selection.cells))
+        uses_compiler = any(split_device(c.tool)[0] not in EAGER_TOOLS
+                            for c in self.selection.cells)
         # Threads that spin-wait after a parallel region would run on into the partner's value.
         passive = ({"OMP_WAIT_POLICY": "PASSIVE"}
                    if self.lockstep and "OMP_WAIT_POLICY" not in os.environ else {})

@@ -223,8 +223,7 @@ def _load(spec: CellSpec, metadata: dict[str, Any], t_start: float) -> _Loaded |
     refusal = tool.support.refusal(spec.tool, spec.task)
     if refusal:
         return CellResult.for_spec(spec, CellStatus.UNSUPPORTED, refusal, "compile")
-    # The profiler's first start imports torch._inductor (1.5 s): here, not in a config.
-    preload(PRELOAD_ALWAYS + (PRELOAD_FOR_COMPILERS if tool.lazy or spec.explain else ()))
+    preload(PRELOAD_ALWAYS + (PRELOAD_FOR_COMPILERS if tool.lazy else ()))
     metadata.update(torch_info("cuda" if tool.needs_cuda else device))
     if tool.model_defined:
         metadata.update(torch_extensions_cache=spec.compile_cache,

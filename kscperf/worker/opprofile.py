@@ -5,9 +5,9 @@ The profiler records every op of every profiled call, which costs time per op (i
 overhead, stated as `OpProfile.overhead`), so its numbers are never the timed ones: they
 say where a call's time goes, and the timed values say how long a call takes. The pass
 profiles `iterations_for` calls: enough to last `PROFILED_S` without the profiler, at
-least `MIN_ITERATIONS`, and no more than keep the events under `MAX_EVENTS` (stopping the
-profiler and summing its events cost about 10 µs an event here), as counted in one
-profiled call first.
+least `MIN_ITERATIONS`, but never more events than `MAX_EVENTS` (stopping the profiler and
+summing its events cost about 10 µs an event here), as counted in one profiled call first:
+a call of thousands of ops is profiled as few times as stay under it, at least once.
 """
 
 from __future__ import annotations
@@ -18,46 +18,45 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, ContextManager
 
 import torch
-from torch.profiler import ProfilerActivity, profile
+from torch.autograd.profiler import profile
 
 from kscperf.spec import OpProfile, OpRow
 
 __all__ = ["MIN_ITERATIONS", "MAX_EVENTS", "PROFILED_S", "iterations_for", "profile_ops"]
 
 MIN_ITERATIONS = 20
-MAX_EVENTS = 10_000
-PROFILED_S = 0.1
+MAX_EVENTS = 2_000
+PROFILED_S = 0.02
 
 
 def iterations_for(unprofiled_s: float, events_per_call: int) -> int:
     """How many calls to profile for a call that lasts `unprofiled_s` unprofiled and records
     `events_per_call` profiler events."""
-    wanted = math.ceil(PROFILED_S / unprofiled_s) if unprofiled_s > 0 else MIN_ITERATIONS
-    return max(MIN_ITERATIONS, min(wanted, MAX_EVENTS // max(1, events_per_call)))
+    wanted = max(MIN_ITERATIONS, math.ceil(PROFILED_S / unprofiled_s) if unprofiled_s > 0 else 0)
+    return max(1, min(wanted, MAX_EVENTS // max(1, events_per_call)))
 
 
 def profile_ops(timed: Callable[[], Any], context: Callable[[], ContextManager[Any]],
                 device: str, unprofiled_s: float) -> OpProfile:
     """Profile `iterations_for` calls of `timed` inside `context`: each op's calls per
     iteration and self time per call, and the iteration's time under the profiler (CPU
-    activities, and CUDA's on a CUDA device, synchronized before the clock stops)."""
+    activity, and CUDA's on a CUDA device, synchronized before the clock stops)."""
     t_start = time.perf_counter()
-    activities = [ProfilerActivity.CPU]
-    if device == "cuda":
-        activities.append(ProfilerActivity.CUDA)
     with context():
-        pilot, _ = _profiled(timed, activities, device, 1)
+        pilot, _ = _profiled(timed, device, 1)
         iterations = iterations_for(unprofiled_s, len(_events(pilot)))
-        prof, profiled_s = _profiled(timed, activities, device, iterations)
+        prof, profiled_s = _profiled(timed, device, iterations)
     rows = _rows(prof, iterations)
     return OpProfile(iterations=iterations, profiled_s=profiled_s, unprofiled_s=unprofiled_s,
                      seconds=time.perf_counter() - t_start, rows=rows)
 
 
-def _profiled(timed: Callable[[], Any], activities: list[ProfilerActivity], device: str,
-              iterations: int) -> tuple[profile, float]:
-    """`iterations` calls of `timed` profiled, and their mean time under the profiler."""
-    with profile(activities=activities) as prof:
+def _profiled(timed: Callable[[], Any], device: str, iterations: int) -> tuple[profile, float]:
+    """`iterations` calls of `timed` profiled, and their mean time under the profiler.
+    torch.autograd's profiler, the one under torch.profiler's: that one's start imports
+    torch._inductor (1.5 s here) to read a setting of CUDA graphs."""
+    with profile(use_cpu=True, use_device="cuda" if device == "cuda" else None,
+                 use_kineto=True) as prof:
         t0 = time.perf_counter()
         for _ in range(iterations):
             timed()
@@ -69,7 +68,7 @@ def _profiled(timed: Callable[[], Any], activities: list[ProfilerActivity], devi
 
 def _events(prof: profile) -> list[Any]:
     """The raw events of a finished profile."""
-    results = prof.profiler.kineto_results if prof.profiler is not None else None
+    results = prof.kineto_results
     if results is None:
         raise RuntimeError("the profiler recorded no results")
     return list(results.events())
