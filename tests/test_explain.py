@@ -58,17 +58,21 @@ def test_names_lose_their_overload_and_kernel_number() -> None:
     assert normalised_op("MulBackward0") == "MulBackward0"
 
 
-def _profile(ops: dict[str, float], scale: float) -> OpProfile:
-    rows = tuple(OpRow(key=k, calls=1.0, self_s=v * scale) for k, v in ops.items())
-    total = sum(r.self_s for r in rows)
-    return OpProfile(iterations=20, profiled_s=total * 1.1, unprofiled_s=total, seconds=0.1,
-                     rows=rows)
+def _profile(ops: dict[str, float], scale: float, inflation: float = 1.1) -> OpProfile:
+    """A process's profile of `ops` (seconds per call) on a machine `scale` times slower,
+    the profiler making each call `inflation` times longer."""
+    rows = tuple(OpRow(key=k, calls=1.0, self_s=v * scale * inflation) for k, v in ops.items())
+    total = sum(ops.values()) * scale
+    return OpProfile(iterations=20, profiled_s=total * inflation, unprofiled_s=total,
+                     seconds=0.1, rows=rows)
 
 
-def _results(ops: dict[str, float], scales: list[float], profiled: bool = True) -> LoadedResults:
+def _results(ops: dict[str, float], scales: list[float], profiled: bool = True,
+             inflation: float = 1.1) -> LoadedResults:
     runs = [CellResult(model="m", tool="pt", task="fwd", process_index=i, status=CellStatus.OK,
                        configs=(ConfigResult(config="8", status=CellStatus.OK, values=(1e-3,),
-                                             op_profile=_profile(ops, s) if profiled else None),))
+                                             op_profile=_profile(ops, s, inflation)
+                                             if profiled else None),))
             for i, s in enumerate(scales)]
     return LoadedResults(path="x.json", metadata={}, benchmarks={}, runs_values={}, runs=runs)
 
@@ -118,6 +122,18 @@ def test_noise_too_large_is_cant_tell() -> None:
     new = _results(BASE_OPS, [1.6, 0.6, 1.1])
     e = _explain(base, new, 676e-6, 680e-6)
     assert next(o for o in e.ops if o.op == "aten::mm").verdict == "can't tell"
+
+
+def test_the_profilers_cost_is_taken_out_of_the_ops() -> None:
+    # NEW's profiler cost half a call more (and its machine ran 20 % slower while it
+    # profiled): the ops are the same, and none is called changed.
+    base = _results(BASE_OPS, [1.0, 1.01, 0.99], inflation=1.05)
+    new = _results(BASE_OPS, [1.0, 1.02, 0.99], inflation=1.5 * 1.2)
+    e = _explain(base, new, 676e-6, 676e-6)
+    assert all(o.verdict in ("same", "can't tell") for o in e.ops)
+    mm = next(o for o in e.ops if o.op == "aten::mm")
+    assert mm.self_s_new == pytest.approx(500e-6, rel=0.03)
+    assert e.overhead_new == pytest.approx(0.8)
 
 
 def test_a_build_without_profiles_gets_no_explanation() -> None:

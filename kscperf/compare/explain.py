@@ -3,7 +3,10 @@
 
 Each worker process profiled each config once (`kscperf.spec.OpProfile`); an op's value in
 a process is its self time per iteration (calls per iteration × self time per call), and 0
-in a process that profiled the config without meeting the op. Names are normalised first
+in a process that profiled the config without meeting the op. It is scaled by the process's
+unprofiled over profiled time per call, so that its ops add up to its timed call: what the
+profiler cost, and how fast the machine was while it ran, are taken out, and an op's change
+is in the timed values' seconds, as the benchmark's measured change is. Names are normalised first
 (`normalised_op`), so that an op matches itself across builds whatever its overload or a
 compiler's kernel number. Each op's NEW less BASE is tested across the processes (Welch's t,
 `stats.compare_means`) against a change of `NEGLIGIBLE_SHARE` of the base call's time (the
@@ -109,12 +112,15 @@ def _profiles(results: LoadedResults) -> dict[_CellConfig, list[OpProfile]]:
 
 
 def _per_iteration(profile: OpProfile) -> dict[str, tuple[float, float]]:
-    """op -> (calls per iteration, self seconds per iteration) of one process."""
+    """op -> (calls per iteration, self seconds per iteration) of one process, in the timed
+    call's seconds: scaled by the unprofiled over the profiled time per call."""
+    scale = (profile.unprofiled_s / profile.profiled_s
+             if profile.unprofiled_s > 0 and profile.profiled_s > 0 else 1.0)
     out: dict[str, tuple[float, float]] = {}
     for row in profile.rows:
         op = normalised_op(row.key)
         calls, seconds = out.get(op, (0.0, 0.0))
-        out[op] = (calls + row.calls, seconds + row.calls * row.self_s)
+        out[op] = (calls + row.calls, seconds + row.calls * row.self_s * scale)
     return out
 
 
