@@ -70,7 +70,7 @@ def _more(e: Explanation) -> list[str]:
 def format_explanations(explanations: list[Explanation], missing: list[str], fmt: str) -> str:
     """The op diffs as a table per benchmark ("table") or markdown ("markdown"), each with
     its first `TABLE_ROWS` ops, and a line naming the benchmarks asked for that a build did
-    not profile. Empty when there is nothing to say."""
+    not profile, or saying that there was nothing to explain."""
     parts = []
     for e in explanations:
         rows = [op_cells(o) for o in e.ops[:TABLE_ROWS]]
@@ -84,6 +84,9 @@ def format_explanations(explanations: list[Explanation], missing: list[str], fmt
             parts += [one_line(explanation_title(e)),
                       align_columns([OP_HEADER] + [[one_line(c) for c in r] for r in rows])]
             parts += _more(e) + [""]
+    if not explanations and not missing:
+        parts.append("No run-time regression to explain; --explain-all explains every "
+                     "benchmark both builds profiled.")
     if missing:
         parts.append(f"No op profiles in both builds for {len(missing)} of the benchmarks asked "
                      f"to explain ({one_line(', '.join(missing[:3]))}"

@@ -369,9 +369,8 @@ def _format_table(comparison: Comparison, only_changed: bool, explain: str) -> s
     compile_changes = format_compile_changes(comparison.compile_changes, only_changed=True)
     if compile_changes:
         parts += ["", compile_changes]
-    ops = format_explanations(*explained(comparison, explain), "table")
-    if ops:
-        parts += ["", ops]
+    if explain:
+        parts += ["", format_explanations(*explained(comparison, explain), "table")]
     parts.append("")
     parts.append(_regression_line(comparison))
     return "\n".join(parts)
@@ -412,9 +411,8 @@ def _format_markdown(comparison: Comparison, only_changed: bool, explain: str) -
                          f"{markdown_text(format_interval(g.low, g.high))} | {g.n} |")
     lines += compile_changes_markdown(comparison.compile_changes, markdown_text,
                                       only_changed=True)
-    ops = format_explanations(*explained(comparison, explain), "markdown")
-    if ops:
-        lines += ["", ops]
+    if explain:
+        lines += ["", format_explanations(*explained(comparison, explain), "markdown")]
     regression = _regression_line(comparison).removeprefix("regression: ")
     lines += ["", f"Regression: {regression.replace('yes', '**yes**', 1)}"]
     return "\n".join(lines)
