@@ -15,7 +15,10 @@ from kscperf.stats import core as stats
 from kscperf.views import formatting
 from kscperf.views.style import STATUS_TONE
 
-__all__ = ["ToolMean", "RunSummary", "run_summary"]
+__all__ = ["MARKED_SHOWN", "ToolMean", "RunSummary", "run_summary"]
+
+# The marked times the summary names; the model tables mark every one.
+MARKED_SHOWN = 10
 
 
 @dataclass(frozen=True)
@@ -34,8 +37,10 @@ class RunSummary:
 
     statuses: list[tuple[str, str, str]]
     tools: list[ToolMean]
-    marked: list[str]
+    marked: list[str]  # the first `MARKED_SHOWN` of them
     mark: str
+    marked_count: int = 0
+    marked_more: int = 0  # how many of them are not named
 
 
 def run_summary(results: LoadedResults, build: BuildSamples) -> RunSummary:
@@ -57,4 +62,5 @@ def run_summary(results: LoadedResults, build: BuildSamples) -> RunSummary:
                                   f"{stats.geometric_mean(speedups):.2f}x", str(len(speedups))))
     marked = [formatting.safe_text(f"{cell_name(r.model, tool, r.task)}/{r.config}")
               for r in rows for tool, view in r.cells.items() if view.odd_processes]
-    return RunSummary(statuses, means, marked, formatting.MACHINE_STATE_MARK)
+    return RunSummary(statuses, means, marked[:MARKED_SHOWN], formatting.MACHINE_STATE_MARK,
+                      len(marked), max(0, len(marked) - MARKED_SHOWN))
