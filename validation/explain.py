@@ -30,8 +30,8 @@ BENCHMARK = benchmark_name("explain", "pt", "inference", "256")
 EAGER = dict(tools="pt,ptnice", paths=(str(ROOT / "bench_defs"),))
 
 
-def _case(label: str, case: str, explain: bool | None = None) -> kscperf.Build:
-    return kscperf.Build(label, env=(("KSCPERF_EXPLAIN_CASE", case),), explain=explain)
+def _case(label: str, case: str) -> kscperf.Build:
+    return kscperf.Build(label, env=(("KSCPERF_EXPLAIN_CASE", case),))
 
 
 def explain_ab(tmp: str, base_case: str, new_case: str, profile: str) -> Explanation | None:

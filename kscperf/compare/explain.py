@@ -139,10 +139,9 @@ def _side(tables: list[dict[str, tuple[float, float]]], op: str) -> tuple[list[f
     return seconds, (calls if calls > 0 else math.nan), per_call
 
 
-def _verdict(diff: stats.Difference, q: float, alpha: float, base_s: float) -> str:
+def _verdict(diff: stats.Difference, q: float, alpha: float, negligible: float) -> str:
     if q < alpha:
         return "slower" if diff.delta > 0 else "faster"
-    negligible = NEGLIGIBLE_SHARE * base_s
     if math.isnan(q) or -negligible <= diff.low and diff.high <= negligible:
         return "same"
     return "can't tell"
@@ -170,7 +169,7 @@ def _explanation(name: str, base: list[OpProfile], new: list[OpProfile], base_s:
             op=op, calls_base=b[1], calls_new=n[1], self_s_base=b[2], self_s_new=n[2],
             delta_s=diff.delta, delta_low=diff.low, delta_high=diff.high,
             share=diff.delta / measured if measured else math.nan, p_value=diff.p_value,
-            q_value=q, only_in=only_in, verdict=_verdict(diff, q, alpha, base_s)))
+            q_value=q, only_in=only_in, verdict=_verdict(diff, q, alpha, negligible)))
     changes.sort(key=lambda o: (math.isnan(o.delta_s), -abs(o.delta_s), o.op))
     total = sum(o.delta_s for o in changes if o.verdict in ("slower", "faster"))
     return Explanation(

@@ -4,14 +4,29 @@ nothing."""
 
 from __future__ import annotations
 
+import functools
+import os
+
 from kscperf.compare.builds import compare_builds
 from kscperf.compare.explain import Explanation
 from kscperf.errors import KscperfError
 from kscperf.history.changes import HistoryChange
 from kscperf.names import Kind
-from kscperf.results.files import LoadedResults, load_results
+from kscperf.results.files import load_results
 
 __all__ = ["change_explanation"]
+
+# A file's identity: its path, size and modification time, so that a cached comparison is
+# never of a file since replaced.
+_FileKey = tuple[str, int, int]
+
+
+def _file_key(path: str) -> _FileKey | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (path, st.st_size, st.st_mtime_ns)
 
 
 def _may_be_profiled(path: str) -> bool:
@@ -24,22 +39,27 @@ def _may_be_profiled(path: str) -> bool:
         return False
 
 
-def _profiled(results: LoadedResults) -> bool:
-    return any(c.op_profile is not None for r in results.runs for c in r.configs)
+@functools.lru_cache(maxsize=16)
+def _explanations(before: _FileKey, after: _FileKey) -> dict[str, Explanation]:
+    """The op diffs of two stored files, by benchmark; computed once for each pair, since the
+    open changes of one night mostly share their two builds."""
+    if not (_may_be_profiled(before[0]) and _may_be_profiled(after[0])):
+        return {}
+    try:
+        base, new = load_results(before[0]), load_results(after[0])
+    except KscperfError:
+        return {}
+    # Both files are of one series of the store: one machine class, so comparable; a
+    # torch upgrade between them is an environment event, and its ops are still worth seeing.
+    return {e.name: e for e in compare_builds(base, new, force=True).explanations}
 
 
 def change_explanation(change: HistoryChange) -> Explanation | None:
     """The op diff of a run-time change between the builds before and after it, or None for
     another kind, or where a file is gone or either build was not profiled."""
-    if change.key.kind is not Kind.TIME or not all(
-            _may_be_profiled(b.file) for b in (change.before, change.after)):
+    if change.key.kind is not Kind.TIME:
         return None
-    try:
-        before, after = load_results(change.before.file), load_results(change.after.file)
-    except KscperfError:
+    before, after = _file_key(change.before.file), _file_key(change.after.file)
+    if before is None or after is None:
         return None
-    if not (_profiled(before) and _profiled(after)):
-        return None
-    # Both files are of one series of the store: one machine class, so comparable; a
-    # torch upgrade between them is an environment event, and its ops are still worth seeing.
-    return compare_builds(before, after, force=True).explanation(change.key.benchmark)
+    return _explanations(before, after).get(change.key.benchmark)

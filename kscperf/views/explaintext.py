@@ -10,8 +10,8 @@ from kscperf.compare.explain import Explanation, OpChange
 from kscperf.views.textunits import align_columns, format_p, format_percent, format_seconds, \
     json_number, markdown_text, one_line
 
-__all__ = ["TABLE_ROWS", "OP_HEADER", "explained", "explanation_title",
-           "op_cells", "explain_json", "format_explanations"]
+__all__ = ["TABLE_ROWS", "OP_HEADER", "explained", "explanation_title", "format_delta",
+           "op_verdict", "op_cells", "explain_json", "format_explanations"]
 
 # The ops a table or markdown shows per benchmark; JSON has them all.
 TABLE_ROWS = 10
@@ -24,26 +24,28 @@ def explained(comparison: Any, which: str) -> tuple[list[Explanation], list[str]
         return [], []
     wanted = [r.name for r in comparison.rows if r.kind == "time"
               and (which == "all" or r.is_regression)]
-    found = [e for e in (comparison.explanation(n) for n in wanted) if e is not None]
-    missing = [n for n in wanted if comparison.explanation(n) is None]
-    return found, missing
+    by_name = {e.name: e for e in comparison.explanations}
+    return ([by_name[n] for n in wanted if n in by_name],
+            [n for n in wanted if n not in by_name])
 
 
-def _delta(seconds: float) -> str:
+def format_delta(seconds: float) -> str:
+    """A change of time with its sign ("+86.2 us"); "-" when unknown."""
     if math.isnan(seconds):
         return "-"
     return ("+" if seconds > 0 else "") + format_seconds(seconds)
 
 
-def _verdict(o: OpChange) -> str:
+def op_verdict(o: OpChange) -> str:
+    """An op's verdict, with the build it alone ran ("slower, only in NEW")."""
     return o.verdict + (f", only in {o.only_in.upper()}" if o.only_in else "")
 
 
 def op_cells(o: OpChange) -> list[str]:
     """One op's row as the cells of `OP_HEADER` (text, not yet escaped)."""
     return [o.op, _count(o.calls_base), _count(o.calls_new), format_seconds(o.self_s_base),
-            format_seconds(o.self_s_new), _delta(o.delta_s), format_percent(o.share),
-            format_p(o.q_value), _verdict(o)]
+            format_seconds(o.self_s_new), format_delta(o.delta_s), format_percent(o.share),
+            format_p(o.q_value), op_verdict(o)]
 
 
 def _count(calls: float) -> str:
@@ -56,7 +58,7 @@ OP_HEADER = ["op", "calls base", "calls new", "self base", "self new", "Δ per c
 
 def explanation_title(e: Explanation) -> str:
     """What one op diff is of, and how far to trust it, in one line."""
-    return (f"Ops of {e.name}: measured {_delta(e.measured_delta_s)} a call; "
+    return (f"Ops of {e.name}: measured {format_delta(e.measured_delta_s)} a call; "
             f"{e.processes_base} and {e.processes_new} processes profiled, profiler overhead "
             f"{format_percent(e.overhead_base)} and {format_percent(e.overhead_new)}; the ops "
             f"called slower or faster explain {format_percent(e.explained_share)} of it")

@@ -11,13 +11,13 @@ from typing import Any, Callable, Iterable
 
 from kscperf.compare.explain import Explanation
 from kscperf.views.confirm import ConfirmCommands
+from kscperf.views.explaintext import format_delta, op_verdict
 from kscperf.views.formatting import (
     align_table,
     format_interval,
     format_p,
     format_percent,
     format_ratio,
-    format_seconds,
     json_number,
     markdown_text,
     one_line,
@@ -172,9 +172,8 @@ def _top_op(e: Explanation) -> str:
     if not top:
         return "no ops profiled"
     o = top[0]
-    only = f", only in {o.only_in.upper()}" if o.only_in else ""
-    return (f"`{markdown_text(o.op)}` {markdown_text(('+' if o.delta_s > 0 else '') + format_seconds(o.delta_s))} a call, "
-            f"{format_percent(o.share)} of the change ({o.verdict}{only}, q "
+    return (f"`{markdown_text(o.op)}` {markdown_text(format_delta(o.delta_s))} a call, "
+            f"{format_percent(o.share)} of the change ({markdown_text(op_verdict(o))}, q "
             f"{format_p(o.q_value)}; `compare --explain` has every op)")
 
 
