@@ -11,6 +11,7 @@ import random
 import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -489,6 +490,27 @@ def test_an_add_killed_among_concurrent_ones_leaves_no_file_the_index_does_not_l
     assert api.history_add([files[0]], store)
     assert _unlisted_files(store) == []
     assert api.history_rebuild(store) == 6
+
+
+def test_the_next_add_removes_what_an_add_killed_mid_write_left(tmp_path: Path) -> None:
+    # Killed while writing a copy, an add leaves a half-written file under its temporary
+    # name (its process gone); a version before 2026-12-04 left the atomic writer's own
+    # temporary file instead, which names no process. The next add removes both; a file
+    # of an add still running (this process) and the store's builds stay.
+    store = str(tmp_path / "store")
+    api.history_add([_build(tmp_path, 0)], store)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    builds = os.path.join(store, history.BUILDS_DIR)
+    half_written = f"b9.json.adding-{dead.pid}"
+    running = f"b8.json.adding-{os.getpid()}"
+    for name in (half_written, ".kscperf-k3x_9q.tmp", running):
+        with open(os.path.join(builds, name), "wb") as fp:
+            fp.write(b'{"version": "1.0", "benchm')
+    assert api.history_add([_build(tmp_path, 1)], store)
+    assert _unlisted_files(store) == [running]
+    with history.open_store(store) as opened:
+        assert [b.label for b in opened.builds()] == ["b0", "b1"]
 
 
 def test_a_store_held_open_is_not_removed_as_empty(tmp_path: Path) -> None:

@@ -17,7 +17,9 @@ import signal
 import sqlite3
 from typing import Sequence
 
-__all__ = ["JOURNAL_SCHEMA", "KILL_AT_VARIABLE", "pending_name", "record", "finish",
+from kscperf.errors import KscperfError
+
+__all__ = ["JOURNAL_SCHEMA", "KILL_AT_VARIABLE", "write_pending", "record", "finish",
            "clean_leftovers", "crash_point"]
 
 JOURNAL_SCHEMA = """
@@ -29,6 +31,10 @@ CREATE TABLE pending (temporary TEXT NOT NULL, final TEXT NOT NULL);  -- relativ
 KILL_AT_VARIABLE = "KSCPERF_HISTORY_KILL_AT"
 
 _PENDING = re.compile(r"\.(adding|rebuild)-(\d+)(-journal)?$")
+# What versions before 2026-12-04 left when killed inside an atomic write of a copy: the
+# temporary file of `results.fileio`, which names no process. Only an add writes in the
+# store's folders, and only under the write lock that `clean_leftovers` holds.
+_OLD_TEMPORARY = re.compile(r"(^|/)\.kscperf-[^/]*\.tmp$")
 
 
 def crash_point(name: str) -> None:
@@ -37,10 +43,25 @@ def crash_point(name: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def pending_name(target: str) -> str:
-    """The temporary name of a copy whose add has not committed: not ending in .json, and
-    naming this process, so a leftover can be told from a copy of an add still running."""
+def _pending_name(target: str) -> str:
     return f"{target}.adding-{os.getpid()}"
+
+
+def write_pending(target: str, raw: bytes, what: str) -> str:
+    """Write `raw`, synced, under the temporary name of `target` and return that name: not
+    ending in .json, and naming this process, so that a leftover (killed mid-write or before
+    the commit) can be told from a copy of an add still running, and `clean_leftovers`
+    removes it. The name is temporary already, so no second temporary file is needed.
+    Raises KscperfError naming `what` when it cannot be written."""
+    temporary = _pending_name(target)
+    try:
+        with open(temporary, "wb") as fp:
+            fp.write(raw)
+            fp.flush()
+            os.fsync(fp.fileno())
+    except OSError as exc:
+        raise KscperfError(f"cannot write {what} {temporary}: {exc.strerror or exc}.") from None
+    return temporary
 
 
 def record(db: sqlite3.Connection, root: str, pairs: Sequence[tuple[str, str]]) -> None:
@@ -98,7 +119,8 @@ def clean_leftovers(db: sqlite3.Connection, root: str, folders: Sequence[str],
     candidates += [n for n in os.listdir(root) if n.startswith(index_name + ".rebuild-")]
     for relative in candidates:
         match = _PENDING.search(relative)
-        if match is None or relative in listed or _alive(int(match.group(2))):
+        if _OLD_TEMPORARY.search(relative) is None and (
+                match is None or relative in listed or _alive(int(match.group(2)))):
             continue
         try:
             os.unlink(os.path.join(root, relative))

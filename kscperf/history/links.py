@@ -33,10 +33,9 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from kscperf.errors import KscperfError
-from kscperf.history.journal import pending_name
+from kscperf.history.journal import write_pending
 from kscperf.history.series import Series, environment_of, machine_class_of
 from kscperf.names import Kind
-from kscperf.results.fileio import write_bytes_atomic
 from kscperf.results.files import LoadedResults, load_results
 from kscperf.stats import core as stats
 
@@ -237,14 +236,13 @@ def base_build_id(db: sqlite3.Connection, root: str, folder: AbFolder, new_label
 def stage_link(db: sqlite3.Connection, root: str, folder: AbFolder, new: LoadedResults,
                machine_class: str, base_id: int, new_id: int, stored: str) -> tuple[str, str]:
     """Inside the store's add: index the links of `folder` and write its base side's copy
-    under its temporary name (`journal.pending_name`); return (temporary, final)."""
+    under its temporary name (`journal.write_pending`); return (temporary, final)."""
     insert_links(db, machine_class, base_id, new_id, link_rows(folder.base, new),
                  environment_change(folder.base, new))
     os.makedirs(os.path.join(root, LINKS_DIR), exist_ok=True)
     target = os.path.join(root, LINKS_DIR, stored)
     with open(folder.base_path, "rb") as fp:
-        write_bytes_atomic(pending_name(target), fp.read(), "the store's link")
-    return pending_name(target), target
+        return write_pending(target, fp.read(), "the store's link"), target
 
 
 def index_stored_links(db: sqlite3.Connection, root: str, builds_dir: str) -> None:

@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Sequence
 
 from kscperf.errors import CellStatus, KscperfError
-from kscperf.results.fileio import write_bytes_atomic, write_text_atomic
 import kscperf.history.journal as journal
 import kscperf.history.links as links
 from kscperf.history.folder import (BUILDS_DIR, INDEX_NAME, LOCK_TIMEOUT_S, MACHINE_SUFFIX,
@@ -224,12 +223,11 @@ class HistoryStore:
                 ids.append(self._insert_or_refuse(c, stored, path))
                 target = os.path.join(self.root, BUILDS_DIR, stored)
                 if machine:
-                    pending.append((journal.pending_name(target + MACHINE_SUFFIX),
-                                    target + MACHINE_SUFFIX))
-                    write_text_atomic(pending[-1][0], machine + "\n",
-                                      "the store's machine class")
-                pending.append((journal.pending_name(target), target))
-                write_bytes_atomic(pending[-1][0], c.raw, "the store's copy")
+                    pending.append((journal.write_pending(
+                        target + MACHINE_SUFFIX, (machine + "\n").encode("utf-8"),
+                        "the store's machine class"), target + MACHINE_SUFFIX))
+                pending.append((journal.write_pending(target, c.raw, "the store's copy"),
+                                target))
                 if folder is not None and base_id is not None:
                     pending.append(links.stage_link(self._db, self.root, folder, c.loaded,
                                                     c.machine_class, base_id, ids[-1],
