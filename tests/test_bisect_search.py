@@ -171,3 +171,29 @@ def test_a_commit_that_cannot_tell_is_skipped_for_its_neighbour() -> None:
     searched = search_range(16, STEP, probe)
     # 8 cannot tell, so the culprit 9 lies in a range after 7: 8 and 9.
     assert [list(f.commits) for f in searched.found] == [[8, 9]]
+
+
+def test_a_range_too_small_to_hold_is_left_at_its_first_cant_tell() -> None:
+    # A false partial at 55 (a culprit at 50) leaves the part 55..63 with little of the step:
+    # its first can't-tell ends it (the caller's verification rejects it) instead of a
+    # can't-tell at every commit in it, while a range big enough still tries a neighbour.
+    levels = _levels(64, {50: STEP})
+    planted = _Planted(levels)
+    asked: list[int] = []
+
+    def probe(i: int, low: float, high: float) -> ProbeDecision | None:
+        asked.append(i)
+        if i == 55:
+            return ProbeDecision(ProbeVerdict.PARTIAL, 0.8 * STEP, 1.0, 1.0, 0.001, 10)
+        if i > 55:
+            return ProbeDecision(ProbeVerdict.CANT_TELL, STEP, 1.0, 1.0, math.nan, 48)
+        return planted(i, low, high)
+
+    def too_small(low: float, high: float) -> bool:
+        return (high - low) / STEP < 0.25
+
+    searched = search_range(64, STEP, probe, too_small=too_small)
+    assert sorted((f.parent, f.last) for f in searched.found) == [(49, 50), (55, 63)]
+    assert [i for i in asked if i > 55] == [59] and not searched.capped
+    searched = search_range(64, STEP, probe)
+    assert len([i for i in asked if i > 55]) == 1 + 7  # without the rule, all seven

@@ -340,8 +340,7 @@ class _Bisect:
         confirmation's alone: an upper level misestimated by a noisy confirmation would put
         a like-bad commit near the midway level, where no test decides."""
         at_bad_end = high_level == self.initial_step
-        if at_bad_end:
-            high_level = statistics.fmean(x for g in self.at_bad_level for x in g)
+        high_level = self._upper_level(high_level)
         sd = bisection.pooled_sd(self.groups)
         alpha = self.request.error / 4.0
 
@@ -364,6 +363,20 @@ class _Bisect:
                                        d.error, compared.replayed))
         self._tell("probe", index, d.pairs, d.ratio, d.verdict.value, compared.seconds)
         return d
+
+    def _upper_level(self, high_level: float) -> float:
+        """The level a probe tests a range's upper end at: the bad end's pooled level
+        (see `probe`) for a range that ends there, else the range's own."""
+        if high_level != self.initial_step:
+            return high_level
+        return statistics.fmean(x for g in self.at_bad_level for x in g)
+
+    def too_small(self, low_level: float, high_level: float) -> bool:
+        """Whether a range's step, at the levels a probe would test it at, is under
+        `MIN_PART_OF_STEP` of the confirmed one: too small to hold at verification, so
+        one can't-tell inside it ends its search (`search.search_range`)."""
+        width = self._upper_level(high_level) - low_level
+        return width / self.initial_step < MIN_PART_OF_STEP
 
     def verify(self, found: Found) -> Culprit:
         """The part `found`'s last commit against its parent, with more pairs."""
@@ -405,7 +418,8 @@ class _Bisect:
                               state_path=self.state_path)
         if check.shown:
             self.at_bad_level.append(self.groups[-1])
-            searched = search_range(len(self.commits), self.initial_step, self.probe)
+            searched = search_range(len(self.commits), self.initial_step, self.probe,
+                                    too_small=self.too_small)
             verified = [self.verify(f) for f in searched.found]
             result.culprits = sorted((c for c in verified if c.holds),
                                      key=lambda c: -abs(math.log(c.ratio)))

@@ -8,7 +8,9 @@ range is split at its middle testable commit (the earlier of two middles); a lik
 verdict moves its lower end up, a like-bad one its upper end down, and a partial one splits
 it in two, each part with the probed level as one end. A commit that cannot be built or run
 is untestable and skipped; one that the probe cannot tell within its cap is skipped for that
-range. A range with nothing left to probe inside is the answer: one commit when its ends are
+range, and a neighbour is tried, unless the range is one the caller calls too small to hold
+(its two levels too close for a probe to place a commit between them): that one is left
+after its first can't-tell, for the caller's verification to keep or reject. A range with nothing left to probe inside is the answer: one commit when its ends are
 neighbours, else the stretch after its lower end (`range`), never a guess inside it.
 """
 
@@ -21,11 +23,14 @@ from typing import Callable
 
 from kscperf.stats.bisection import ProbeDecision, ProbeVerdict
 
-__all__ = ["Found", "Searched", "Prober", "search_range", "default_max_probes"]
+__all__ = ["Found", "Searched", "Prober", "TooSmall", "search_range", "default_max_probes"]
 
 # Told (commit index, lower-end level, upper-end level); says the commit's verdict, or None
 # when the commit is untestable.
 Prober = Callable[[int, float, float], "ProbeDecision | None"]
+# Told a range's (lower-end level, upper-end level); says whether its step is too small to
+# hold at verification.
+TooSmall = Callable[[float, float], bool]
 
 
 @dataclass(frozen=True)
@@ -82,12 +87,14 @@ def default_max_probes(count: int) -> int:
 
 
 def search_range(count: int, step_level: float, probe: Prober, *,
-                 max_probes: int | None = None) -> Searched:
+                 max_probes: int | None = None, too_small: TooSmall | None = None
+                 ) -> Searched:
     """The parts of a step of log size `step_level` among commits 0..count-1, found with
     `probe` (see the module docstring). Promises: every `Found` lies inside 0..count-1
-    with no untestable or untold commit left between its ends; no commit is probed twice
-    for the same range; at most `max_probes` probes (default `default_max_probes`), after
-    which the ranges left are returned as they stand (`capped`)."""
+    with no untestable commit left between its ends, and no untold one unless its range
+    is `too_small` and was left at its first can't-tell; no commit is probed twice for the
+    same range; at most `max_probes` probes (default `default_max_probes`), after which
+    the ranges left are returned as they stand (`capped`)."""
     cap = default_max_probes(count) if max_probes is None else max_probes
     untestable: set[int] = set()
     found: list[Found] = []
@@ -97,8 +104,10 @@ def search_range(count: int, step_level: float, probe: Prober, *,
     while todo:
         r = heapq.heappop(todo)
         inner = [i for i in range(r.lo + 1, r.hi) if i not in untestable and i not in r.skipped]
-        if not inner or probes >= cap:
-            capped |= bool(inner)
+        given_up = too_small is not None and any(r.lo < i < r.hi for i in r.skipped) and \
+            too_small(r.low_level, r.high_level)
+        if not inner or probes >= cap or given_up:
+            capped |= bool(inner) and not given_up
             found.append(Found(r.lo, r.hi, r.low_level, r.high_level, r.errors))
             continue
         middle = min(inner, key=lambda i: (abs(2 * i - r.lo - r.hi), i))
