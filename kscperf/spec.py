@@ -6,8 +6,10 @@ and the results file agree without importing torch or pyperf.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import math
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -203,13 +205,21 @@ class OpProfile:
     """What `--explain`'s profiling pass found of one config in one process, after its
     timing: `iterations` calls of the timed callable profiled, lasting `profiled_s` each
     on average under the profiler, against `unprofiled_s` (the median timed value) without
-    it; `seconds` is the whole pass, setup included, and `rows` its ops."""
+    it; `seconds` is the whole pass, setup included, and `rows` its ops.
+
+    For a compiler that names its kernels when asked (torch.compile), the pass profiles a
+    second, instrumented module, never the timed one: `compile_s` is that module's compile
+    for this config (None for a tool that compiles nothing for the pass), and `code` the
+    generated code of each graph it compiled then (stored compressed; none when the config
+    reused graphs an earlier config compiled)."""
 
     iterations: int
     profiled_s: float
     unprofiled_s: float
     seconds: float
     rows: tuple[OpRow, ...]
+    compile_s: float | None = None
+    code: tuple[str, ...] = ()
 
     @property
     def overhead(self) -> float:
@@ -219,13 +229,33 @@ class OpProfile:
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["rows"] = [r.to_dict() for r in self.rows]
+        for name, empty in (("compile_s", None), ("code", ())):
+            if getattr(self, name) == empty:
+                del d[name]  # older readers see what they always saw
+        if self.code:
+            d["code"] = [_compressed(text) for text in self.code]
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> OpProfile:
+        compile_s = d.get("compile_s")
         return cls(iterations=int(d["iterations"]), profiled_s=float(d["profiled_s"]),
                    unprofiled_s=float(d["unprofiled_s"]), seconds=float(d["seconds"]),
-                   rows=tuple(OpRow.from_dict(r) for r in d["rows"]))
+                   rows=tuple(OpRow.from_dict(r) for r in d["rows"]),
+                   compile_s=None if compile_s is None else float(compile_s),
+                   code=tuple(_decompressed(c) for c in d.get("code", ())))
+
+
+def _compressed(text: str) -> str:
+    """`text` as zlib-compressed UTF-8 in base64: generated code is kilobytes a graph."""
+    return base64.b64encode(zlib.compress(text.encode("utf-8"), 9)).decode("ascii")
+
+
+def _decompressed(stored: str) -> str:
+    try:
+        return zlib.decompress(base64.b64decode(stored)).decode("utf-8")
+    except (ValueError, zlib.error) as exc:
+        raise KscperfError(f"a stored graph's generated code cannot be read: {exc}.") from None
 
 
 @dataclass(frozen=True)

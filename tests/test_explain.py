@@ -56,6 +56,10 @@ def test_names_lose_their_overload_and_kernel_number() -> None:
     assert normalised_op("cpp_fused_add_mul_0") == "cpp_fused_add_mul"
     assert normalised_op("triton_poi_fused_12") == "triton_poi_fused"
     assert normalised_op("MulBackward0") == "MulBackward0"
+    assert normalised_op("graph_3_cpp_fused_exp_sin_1") == "cpp_fused_exp_sin"
+    assert normalised_op("## Call CompiledFxGraph fltgjalvtb4ibm ##") == \
+        normalised_op("## Call CompiledFxGraph a7x2 ##")
+    assert normalised_op("Torch-Compiled Region: 1/3") == "Torch-Compiled Region: 1"
 
 
 def _profile(ops: dict[str, float], scale: float, inflation: float = 1.1) -> OpProfile:

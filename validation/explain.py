@@ -12,6 +12,10 @@ changed, calls nothing changed when nothing did, and leaves the timing alone.
   overhead      runs of the shipped suite's eager tools (the default profile's values, one
                 process a cell) with and without --explain, alternating, and the passes'
                 own seconds. Target: --explain adds at most 15 % wall time.
+  fusion        `ab --explain` of the fixture's compiled cell, NEW with a graph break that
+                splits Inductor's one fused kernel into two. Target: the kernel diff and the
+                code diff show it, and `compare` names the kernel count; the instrumented
+                compile stated apart.
 """
 
 from __future__ import annotations
@@ -34,15 +38,49 @@ def _case(label: str, case: str) -> kscperf.Build:
     return kscperf.Build(label, env=(("KSCPERF_EXPLAIN_CASE", case),))
 
 
-def explain_ab(tmp: str, base_case: str, new_case: str, profile: str) -> Explanation | None:
-    """One `ab --explain` of the fixture, BASE in `base_case` and NEW in `new_case`: the op
-    diff of its one benchmark (None when a side did not profile it)."""
-    result = kscperf.run_ab(str(FIXTURE), tools="pt", tasks="inference", profile=profile,
+def _ab(tmp: str, base_case: str, new_case: str, profile: str, tool: str = "pt") -> Any:
+    result = kscperf.run_ab(str(FIXTURE), tools=tool, tasks="inference", profile=profile,
                             explain=True, output_dir=os.path.join(tmp, "explain-ab"),
                             replace=True, base=_case("base", base_case),
                             new=_case("new", new_case))
     exit_if_interrupted(result, "truth-check")
+    return result
+
+
+def explain_ab(tmp: str, base_case: str, new_case: str, profile: str) -> Explanation | None:
+    """One `ab --explain` of the fixture, BASE in `base_case` and NEW in `new_case`: the op
+    diff of its one benchmark (None when a side did not profile it)."""
+    result = _ab(tmp, base_case, new_case, profile)
     return kscperf.compare_builds(*result.loaded).explanation(BENCHMARK)
+
+
+def fusion(tmp: str, profile: str) -> None:
+    """`ab --explain` of the compiled cell, NEW losing a fusion: each graph's kernels in both
+    builds, the lines of the code diff, compare's kernel count, the instrumented compiles."""
+    result = _ab(tmp, "base", "fusion-lost", profile, tool="compiled")
+    comparison = kscperf.compare_builds(*result.loaded)
+    print(f"\n== explain: a fusion lost, compiled inference, {profile} profile ==")
+    for d in comparison.code_diffs:
+        for g in d.graphs:
+            added = sum(1 for line in g.diff.splitlines() if line.startswith("+") and
+                        not line.startswith("+++"))
+            removed = sum(1 for line in g.diff.splitlines() if line.startswith("-") and
+                          not line.startswith("---"))
+            print(f"  {d.cell} graph {g.graph}: base {', '.join(g.kernels_base) or '-'}; "
+                  f"new {', '.join(g.kernels_new) or '-'}; diff +{added} -{removed} lines")
+    for c in comparison.compile_changes:
+        if c.what == "count" and c.verdict != "same":
+            print(f"  compare: {c.cell} {c.name} {c.base:g} -> {c.new:g} ({c.verdict}"
+                  f"{', a regression' if c.is_regression else ', not a regression'})")
+    for side, loaded in zip(("base", "new"), result.loaded):
+        seconds = [c.op_profile.compile_s for r in loaded.runs for c in r.configs
+                   if c.op_profile and c.op_profile.compile_s is not None]
+        print(f"  {side}: instrumented compile {statistics.median(seconds):.2f} s (median of "
+              f"{len(seconds)} processes), apart from the timed compile")
+    kernels = [c for c in comparison.compile_changes if c.name == "kernels"]
+    met = bool(kernels) and kernels[0].new > kernels[0].base and any(
+        d.changed for d in comparison.code_diffs)
+    print(f"  target (kernel count named, code diff shows the split): {'met' if met else 'NOT met'}")
 
 
 def _first(e: Explanation | None) -> str:

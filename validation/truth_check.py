@@ -12,7 +12,7 @@ from pathlib import Path
 
 from validation.aa import aa
 from validation.agreement import agreement
-from validation.explain import overhead, planted, untouched
+from validation.explain import fusion, overhead, planted, untouched
 from validation.lockstep_history import LOCKSTEP_PROFILE, lockstep_history
 from validation.machine import covariate, machine
 from validation.noise import machine_noise, machine_states
@@ -64,7 +64,7 @@ def build_parser(doc: str | None) -> argparse.ArgumentParser:
     parser.add_argument("--aa-ab-runs", type=int, default=20)
     parser.add_argument("--explain-aa-runs", type=int, default=20)
     parser.add_argument("--overhead-repeats", type=int, default=1)
-    parser.add_argument("--explain-parts", default="planted,untouched,overhead",
+    parser.add_argument("--explain-parts", default="planted,untouched,overhead,fusion",
                         help="which parts of the explain section run (comma list)")
     parser.add_argument("--lockstep-plain", action="store_true",
                         help="the lockstep history's plain nights: 12 builds, a plain ab at "
@@ -113,6 +113,8 @@ def _run_sections(tmp: str, skip: set[str], args: argparse.Namespace) -> None:
             untouched(tmp, args.profile)
         if "overhead" in parts:
             overhead(tmp, args.overhead_repeats)
+        if "fusion" in parts:
+            fusion(tmp, args.profile)
     if "until-resolved" not in skip:
         until_resolved(tmp, args.trials, args.until_min_effect, args.until_budget)
     if "until-resolved-sim" not in skip:

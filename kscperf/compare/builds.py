@@ -31,6 +31,7 @@ from typing import Any, Iterable
 
 from kscperf.compare import units
 from kscperf.compare.compilestats import CompileChange, compare_panels
+from kscperf.compare.codediff import CodeDiff, code_diffs
 from kscperf.compare.explain import Explanation, explain_rows
 from kscperf.errors import CellStatus, KscperfError
 from kscperf.names import BenchmarkName, Kind, benchmark_name
@@ -191,8 +192,10 @@ class Comparison:
     machine: MachineCheck = MachineCheck(None, None, None)
     # The compile panels' phases, counts and tools' figures (kscperf.compare.compilestats).
     compile_changes: tuple[CompileChange, ...] = ()
-    # The op diffs of the run-time rows both builds profiled (--explain; compare.explain).
+    # The op diffs of the run-time rows both builds profiled (--explain; compare.explain),
+    # and the generated code of the compiled cells both kept (compare.codediff).
     explanations: tuple[Explanation, ...] = ()
+    code_diffs: tuple[CodeDiff, ...] = ()
 
     @property
     def regressions(self) -> tuple[ComparisonRow, ...]:
@@ -562,7 +565,7 @@ def compare_builds(base: LoadedResults, new: LoadedResults, *,
                       ignored_differences=tuple(differences) if force else (),
                       machine=check, compile_changes=compare_panels(
                           base.runs, new.runs, min_effect=min_effect, alpha=alpha),
-                      explanations=explanations)
+                      explanations=explanations, code_diffs=code_diffs(base.runs, new.runs))
 
 
 def refuse_incomparable(base: LoadedResults, new: LoadedResults, *, force: bool = False,

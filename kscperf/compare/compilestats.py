@@ -15,18 +15,23 @@ import math
 from dataclasses import dataclass, replace
 from typing import Iterable
 
+from kscperf.compare.codediff import generated_kernels
 from kscperf.compilepanel import COUNTS, PHASES, CompilePanel
 from kscperf.spec import CellResult
 from kscperf.stats import core as stats
 
 __all__ = ["SPLITS", "CellPanel", "CompileChange", "cell_panels", "compare_panels",
-           "REGRESSION_VERDICTS"]
+           "REGRESSION_VERDICTS", "KERNELS"]
 
 # How a cell's compile seconds split: the first compile (the compile phase and the first
 # config's getting ready) and the recompiles later configs caused; their sum is every
 # config's compile.
 SPLITS = ("first_compile", "recompile_time", "all_configs")
 REGRESSION_VERDICTS = frozenset({"slower", "more"})
+# The count of kernels in the code --explain kept (`codediff.generated_kernels`): named
+# beside the panel's counts, never a regression by itself (fewer can be a better fusion,
+# more a fusion lost; the run time says which matters).
+KERNELS = "kernels"
 
 Key = tuple[str, str, str]
 
@@ -151,8 +156,8 @@ class CompileChange:
 
     @property
     def is_regression(self) -> bool:
-        """Whether NEW is slower, or counts more, than BASE."""
-        return self.verdict in REGRESSION_VERDICTS
+        """Whether NEW is slower, or counts more, than BASE (more kernels is not)."""
+        return self.verdict in REGRESSION_VERDICTS and self.name != KERNELS
 
 
 def _count_change(b: CellPanel, n: CellPanel, name: str) -> CompileChange | None:
@@ -171,6 +176,12 @@ def _count_change(b: CellPanel, n: CellPanel, name: str) -> CompileChange | None
     ratio = as_float(new) / as_float(base) if base else math.nan
     return CompileChange(*n.key, "count", name, "count", as_float(base), as_float(new), ratio,
                          math.nan, verdict, added, removed)
+
+
+def _kernel_change(key: Key, base: int, new: int) -> CompileChange:
+    verdict = "more" if new > base else "fewer" if new < base else "same"
+    return CompileChange(*key, "count", KERNELS, "count", float(base), float(new),
+                         new / base if base else math.nan, math.nan, verdict)
 
 
 def _measured(b: CellPanel | None, n: CellPanel | None) -> list[tuple[str, str, str,
@@ -215,17 +226,23 @@ def compare_panels(base_runs: Iterable[CellResult], new_runs: Iterable[CellResul
     """NEW's compile panels against BASE's, cell by cell: every count, phase, split and
     figure either side has. Regressions first (counts, then seconds), then the rest.
 
-    Promises: a count's verdict is exact (`more` for any increase); a measured figure is
+    Promises: a count's verdict is exact (`more` for any increase), with the count of
+    kernels in the kept generated code where both builds kept it (`KERNELS`, never a
+    regression); a measured figure is
     `slower` or `faster` only when its q-value (Benjamini-Hochberg over all measured rows)
     is under `alpha` and its ratio beyond `min_effect`, else `same`."""
+    base_runs, new_runs = tuple(base_runs), tuple(new_runs)
     base = {p.key: p for p in cell_panels(base_runs)}
     new = {p.key: p for p in cell_panels(new_runs)}
+    kernels = (generated_kernels(base_runs), generated_kernels(new_runs))
     counted: list[CompileChange] = []
     measured: list[tuple[CompileChange, float]] = []
     for key in list(base) + [k for k in new if k not in base]:
         b, n = base.get(key), new.get(key)
         if b is not None and n is not None:
             counted += [c for name in COUNTS if (c := _count_change(b, n, name)) is not None]
+            if key in kernels[0] and key in kernels[1]:
+                counted.append(_kernel_change(key, kernels[0][key], kernels[1][key]))
         measured += _measured_changes(key, b, n, alpha)
     q_values = stats.adjust_p_values([p for _, p in measured])
     decided = []

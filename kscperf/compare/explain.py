@@ -39,16 +39,29 @@ NEGLIGIBLE_SHARE = 0.01
 
 _OVERLOAD = re.compile(r"^(\w+::\w+)\.\w+$")
 _KERNEL_NUMBER = re.compile(r"_\d+$")
+# Inductor's profiled kernels carry their graph's number (`graph_0_cpp_fused_sin_0`), and
+# the call of a compiled graph its hash (`## Call CompiledFxGraph f3a... ##`).
+_GRAPH_PREFIX = re.compile(r"^graph_\d+_")
+_GRAPH_CALL = re.compile(r"^## Call CompiledFxGraph \w+ ##$")
+# A compiled region names its frame and that frame's compile (`0/1`): the compile's number
+# counts the compiles before it (one per config shape, the timed module's), not the code.
+_REGION_COMPILE = re.compile(r"^(Torch-Compiled Region: \d+)/\d+$")
 
 
 def normalised_op(key: str) -> str:
     """The name an op or kernel is matched by across builds: an ATen op without its overload
-    (`aten::add.Tensor` is `aten::add`), a generated kernel without its number
-    (`cpp_fused_add_mul_0` is `cpp_fused_add_mul`)."""
+    (`aten::add.Tensor` is `aten::add`), a generated kernel without its graph's and its own
+    number (`graph_0_cpp_fused_add_mul_0` is `cpp_fused_add_mul`), a compiled graph's call
+    without its hash, a compiled region without its compile's number."""
     overload = _OVERLOAD.match(key)
     if overload:
         return overload.group(1)
-    return key if "::" in key else _KERNEL_NUMBER.sub("", key)
+    if _GRAPH_CALL.match(key):
+        return "## Call CompiledFxGraph ##"
+    region = _REGION_COMPILE.match(key)
+    if region:
+        return region.group(1)
+    return key if "::" in key else _KERNEL_NUMBER.sub("", _GRAPH_PREFIX.sub("", key))
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Sequence, TypeVar
 
-from kscperf.compare.compilestats import SPLITS, CellPanel, CompileChange
+from kscperf.compare.compilestats import KERNELS, SPLITS, CellPanel, CompileChange
 from kscperf.compilepanel import COUNTS, PHASES
 from kscperf.history.compilehistory import CompilePoint, compile_series
 from kscperf.views.textunits import align_columns, format_seconds, safe_text
@@ -119,6 +119,9 @@ def _value_text(c: CompileChange, value: float) -> str:
 
 def _change_note(c: CompileChange) -> str:
     notes = [f"new: {r}" for r in c.added] + [f"gone: {r}" for r in c.removed]
+    if c.name == KERNELS and c.verdict in ("more", "fewer"):
+        notes.append("in the code --explain kept; not a regression by itself (fewer can be "
+                     "a better fusion)")
     return "; ".join(notes)
 
 

@@ -1,17 +1,21 @@
 """`compare --explain`'s text: each explained benchmark's op diff (`compare.explain`) as a
-table for a terminal, as markdown, or as the JSON rows of its `explain` list."""
+table for a terminal, as markdown, or as the JSON rows of its `explain` list; and the
+report's view of compiled cells' generated code (`compare.codediff`)."""
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Sequence
 
+from kscperf.compare.codediff import CodeDiff
 from kscperf.compare.explain import Explanation, OpChange
 from kscperf.views.textunits import align_columns, format_p, format_percent, format_seconds, \
-    json_number, markdown_text, one_line
+    json_number, markdown_text, one_line, safe_text
 
 __all__ = ["TABLE_ROWS", "OP_HEADER", "explained", "explanation_title", "format_delta",
-           "op_verdict", "op_cells", "explain_json", "format_explanations"]
+           "op_verdict", "op_cells", "explain_json", "format_explanations", "GraphView",
+           "CodeView", "code_views"]
 
 # The ops a table or markdown shows per benchmark; JSON has them all.
 TABLE_ROWS = 10
@@ -105,3 +109,43 @@ def explain_json(e: Explanation) -> list[dict[str, Any]]:
              "share": json_number(o.share), "p_value": json_number(o.p_value),
              "q_value": json_number(o.q_value), "only_in": o.only_in or None,
              "verdict": o.verdict} for o in e.ops]
+
+
+@dataclass(frozen=True)
+class GraphView:
+    """One compiled graph's kernels in each build and its code's unified diff, as text."""
+
+    title: str
+    kernels_base: str
+    kernels_new: str
+    diff: str
+
+
+@dataclass(frozen=True)
+class CodeView:
+    """One compiled cell's generated code, BASE against NEW, as text: a one-line summary
+    and its graphs, the changed ones first."""
+
+    cell: str
+    summary: str
+    graphs: list[GraphView]
+
+
+def _kernel_list(kernels: tuple[str, ...]) -> str:
+    return ", ".join(kernels) if kernels else "(no kernels)"
+
+
+def code_views(diffs: Sequence[CodeDiff]) -> list[CodeView]:
+    """The report's generated-code section: one view per cell whose code both builds kept,
+    the cells whose code changed first."""
+    views = []
+    for d in sorted(diffs, key=lambda d: not d.changed):
+        changed = sum(g.changed for g in d.graphs)
+        summary = (f"{d.kernels_base} → {d.kernels_new} kernels; {changed} of "
+                   f"{len(d.graphs)} graphs changed")
+        graphs = [GraphView(f"graph {g.graph}" + ("" if g.changed else " (same code)"),
+                            safe_text(_kernel_list(g.kernels_base)),
+                            safe_text(_kernel_list(g.kernels_new)), safe_text(g.diff))
+                  for g in sorted(d.graphs, key=lambda g: not g.changed)]
+        views.append(CodeView(safe_text(d.cell), summary, graphs))
+    return views

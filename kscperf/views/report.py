@@ -33,7 +33,8 @@ from kscperf.results.fileio import write_text_atomic
 from kscperf.results.files import LoadedResults
 from kscperf.results.metadata import REPORT_KEYS
 from kscperf.views.compileview import ChangeRow, PanelRow, change_rows, panel_rows
-from kscperf.views.explaintext import OP_HEADER, explanation_title, op_cells
+from kscperf.views.explaintext import OP_HEADER, CodeView, code_views, explanation_title, \
+    op_cells
 from kscperf.views.reportsummary import RunSummary, run_summary
 from kscperf.views.style import STATUS_TONE, VERDICT_TONE, Tone, jinja_environment, templates_dir
 from kscperf.results.samples import (
@@ -181,6 +182,7 @@ class ComparisonSection:
     geomeans: list[GeoRow]
     figures: list[Figure]
     compile_changes: list[ChangeRow] = field(default_factory=list)
+    code: list[CodeView] = field(default_factory=list)  # compiled cells' generated code
 
 
 @dataclass(frozen=True)
@@ -451,7 +453,8 @@ def _comparison_section(comparison: Comparison) -> ComparisonSection:
         warnings=warnings, rows=[_compare_row(r, comparison) for r in comparison.rows],
         machine=[formatting.safe_text(line) for line in formatting.machine_lines(comparison.machine)],
         geomeans=geomeans, figures=_ratio_figures(comparison),
-        compile_changes=change_rows(comparison.compile_changes))
+        compile_changes=change_rows(comparison.compile_changes),
+        code=code_views(comparison.code_diffs))
 
 
 # ------------------------------------------------------------------------------ history

@@ -120,6 +120,7 @@ class _Cell:
     loops: dict[str, int]
     after_value: Callable[[], None] | None
     panel: compilepanel.PanelRecorder
+    instrumented: Callable[[], Callable[..., Any]] | None  # --explain's module, made once
 
     def compile_panel(self) -> CompilePanel | None:
         """The compile panel so far: for a lazy compiler, or a tool with figures."""
@@ -308,8 +309,11 @@ def _compile_cell(spec: CellSpec, loaded: _Loaded, first_config: tuple[Any, ...]
     device = built.device if loaded.tool.model_defined and built.device else loaded.device
     if clock is None:
         clock = measure.cuda_clock() if device == "cuda" else measure.cpu_clock()
+    make = loaded.tool.instrumented
+    instrumented = functools.cache(functools.partial(make, loaded.fn)) \
+        if make is not None and spec.explain else None
     cell = _Cell(spec, loaded.model, task, built.fn, built, loaded.tool.lazy, device,
-                 loaded.who, clock, dict(spec.loops), after_value, panel)
+                 loaded.who, clock, dict(spec.loops), after_value, panel, instrumented)
     return cell, (compile_s if loaded.tool.compiles else None)
 
 
@@ -317,7 +321,7 @@ def _compile(loaded: _Loaded, example: tuple[Any, ...], diff: tuple[int, ...],
              task: tasks.Task) -> tuple[Built, float]:
     t0 = time.perf_counter()
     compiled = loaded.tool.compile(loaded.fn, example, loaded.device)
-    _sync(loaded.device)
+    measure.sync(loaded.device)
     compile_s = time.perf_counter() - t0
     built = as_built(compiled, loaded.who)
     if loaded.tool.lazy:
@@ -340,7 +344,7 @@ def _first_call_compile_s(compiled: Callable[..., Any], example: tuple[Any, ...]
 def _timed_call(fn: Callable[[], Any], device: str) -> float:
     t0 = time.perf_counter()
     fn()
-    _sync(device)
+    measure.sync(device)
     return time.perf_counter() - t0
 
 
@@ -368,13 +372,13 @@ def _run_config(cell: _Cell, name: str, config: tuple[Any, ...]) -> ConfigResult
             # Prep and the check hold copies the timed calls never need (the inputs while
             # they move to the device, the checked value's clone, the float64 reference):
             # a timed config's peaks are those of its timed calls, its inputs held.
-            _reset_peaks(cell.device)
+            measure.reset_peaks(cell.device)
             result = _measure(cell, name, ready.prepared, common)
             phase = _enter("recheck", name)
             result = _recheck(cell, config, ready, ref_value, result)
             if cell.spec.explain and result.status == CellStatus.OK:
                 phase = _enter("explain", name)
-                result = _explain(cell, ready.prepared, result)
+                result = _explain(cell, ready, result)
         if cell.built.example_done is not None:
             phase = _enter("teardown", name)
         return _example_done(cell, ready, result)
@@ -399,7 +403,7 @@ def _prep(cell: _Cell, name: str, config: tuple[Any, ...]) -> _Ready | str:
         too_big = _jacobian_too_big(cell, ref_args, diff)
         if too_big:
             return too_big
-    _reset_peaks(cell.device)
+    measure.reset_peaks(cell.device)
     cotangent_seed = (cell.spec.seed * 1_000_003 + zlib.crc32(name.encode())) % 2**63
     t0 = time.perf_counter()
     args = tasks.to_device_args(config, cell.device)
@@ -412,7 +416,7 @@ def _prep(cell: _Cell, name: str, config: tuple[Any, ...]) -> _Ready | str:
         # part of getting the config ready, not of its check or of its timing.
         with prepared.context():
             prepared.timed()
-    _sync(cell.device)
+    measure.sync(cell.device)
     return _Ready(args, ref_args, diff, cotangent_seed, prepared, time.perf_counter() - t0)
 
 
@@ -422,7 +426,7 @@ def _example_done(cell: _Cell, ready: _Ready, result: ConfigResult) -> ConfigRes
         return result
     t0 = time.perf_counter()
     cell.built.example_done(*ready.args)
-    _sync(cell.device)
+    measure.sync(cell.device)
     return dataclasses.replace(result, teardown_s=time.perf_counter() - t0)
 
 
@@ -473,13 +477,18 @@ def _recheck(cell: _Cell, config: tuple[Any, ...], ready: _Ready,
                f"reference before the timed loop and differs from it after: {again.detail}")
 
 
-def _explain(cell: _Cell, prepared: tasks.PreparedTask, result: ConfigResult) -> ConfigResult:
-    """--explain's profiling pass, after the timing and the recheck, in the timing's context.
-    A profiler that fails leaves the config as it was timed, without a profile."""
+def _explain(cell: _Cell, ready: _Ready, result: ConfigResult) -> ConfigResult:
+    """--explain's profiling pass, after the timing and the recheck: of the timed module, or
+    of an instrumented one where the tool has one (its compile left out of the panel). A
+    profiler that fails leaves the config as it was timed, without a profile."""
+    instrumented = None if cell.instrumented is None else functools.partial(
+        cell.task.prepare, cell.instrumented(), ready.args, ready.diff, ready.cotangent_seed,
+        cell.who)
     try:
-        profile = opprofile.profile_ops(prepared.timed,
-                                        functools.partial(_timing_context, prepared, cell.lazy),
-                                        cell.device, statistics.median(result.values))
+        with cell.panel.aside():
+            profile = opprofile.explain_pass(
+                ready.prepared, functools.partial(_timing_context, lazy=cell.lazy),
+                cell.device, statistics.median(result.values), instrumented)
     except Exception:
         return result
     return dataclasses.replace(result, op_profile=profile)
@@ -516,7 +525,7 @@ def _measure(cell: _Cell, name: str, prepared: tasks.PreparedTask,
         cell.panel.timed_recompile(name, reason)
         with prepared.context():
             prepared.timed()
-        _sync(cell.device)
+        measure.sync(cell.device)
         m = _measure_values(cell, name, prepared)
     duration = time.perf_counter() - t0
     peak_cuda = torch.cuda.max_memory_allocated() if cell.device == "cuda" else None
@@ -538,17 +547,6 @@ def _input_dtype(config: tuple[Any, ...]) -> torch.dtype:
 
 
 # -- devices ---------------------------------------------------------------------------
-
-def _sync(device: str) -> None:
-    if device == "cuda":
-        torch.cuda.synchronize()
-
-
-def _reset_peaks(device: str) -> None:
-    measure.reset_peak_rss()
-    if device == "cuda":
-        torch.cuda.reset_peak_memory_stats()
-
 
 def _teardown(device: str) -> None:
     gc.collect()

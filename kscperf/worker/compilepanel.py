@@ -19,7 +19,7 @@ import contextlib
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from kscperf.compilepanel import PHASES, CompilePanel, Figure
 
@@ -152,12 +152,15 @@ def short_break_reason(message: str) -> str:
     return f"{head} (at {place}: {code.strip()})" if code else f"{head} (at {place})"
 
 
-def _graph_breaks(snapshot: _Snapshot) -> tuple[tuple[str, int], ...] | None:
+CounterDelta = Callable[[str], "dict[str, int] | None"]
+
+
+def _graph_breaks(counter_delta: CounterDelta) -> tuple[tuple[str, int], ...] | None:
     # torch 2.6+ counts breaks under "unimplemented", older ones under "graph_break".
     found: dict[str, int] = {}
     known = False
     for group in ("graph_break", "unimplemented"):
-        delta = snapshot.counter_delta(group)
+        delta = counter_delta(group)
         if delta is None:
             continue
         known = True
@@ -186,9 +189,9 @@ def _guards(metrics: list[Any] | None) -> int | None:
     return sum(int(m.guard_count or 0) for m in metrics)
 
 
-def _cache(snapshot: _Snapshot) -> tuple[tuple[str, int | None], ...]:
-    inductor = snapshot.counter_delta("inductor")
-    aot = snapshot.counter_delta("aot_autograd")
+def _cache(counter_delta: CounterDelta) -> tuple[tuple[str, int | None], ...]:
+    inductor = counter_delta("inductor")
+    aot = counter_delta("aot_autograd")
 
     def get(group: dict[str, int] | None, key: str) -> int | None:
         return None if group is None else group.get(key, 0)
@@ -204,7 +207,8 @@ class PanelRecorder:
     """Snapshots of torch's compile record over one cell: made at the start of its compile
     phase and after each config, read into a panel at any time (the partial result after
     each config carries the panel so far). The compile phase and the first config's getting
-    ready are the first compile; what a later config compiles is its recompile."""
+    ready are the first compile; what a later config compiles is its recompile. What
+    compiles inside `aside()` (--explain's instrumented module) is none of them."""
 
     watch_torch: bool
     _start: _Snapshot | None = None
@@ -213,6 +217,9 @@ class PanelRecorder:
     _first_s: float | None = None
     _by_config: list[tuple[str, float]] = field(default_factory=list)
     _timed: list[str] = field(default_factory=list)
+    _aside_metrics: set[tuple[str, Any]] = field(default_factory=set)
+    _aside_kernels: int = 0
+    _aside_counters: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # Only a lazy compiler's cell reads torch's record: importing dynamo and inductor to
@@ -225,13 +232,47 @@ class PanelRecorder:
         if self._start is None:
             return
         if self._configs_done == 0:
-            self._first_s = _frames_seconds(self._start.new_metrics())
+            self._first_s = _frames_seconds(self._new_metrics(self._start))
         else:
-            seconds = _frames_seconds((self._mark or self._start).new_metrics())
+            seconds = _frames_seconds(self._new_metrics(self._mark or self._start))
             if seconds is not None:
                 self._by_config.append((config, seconds))
         self._configs_done += 1
         self._mark = _Snapshot.take()
+
+    @contextlib.contextmanager
+    def aside(self) -> Iterator[None]:
+        """What torch compiles inside this block is left out of the cell's panel."""
+        if self._start is None:
+            yield
+            return
+        before = _Snapshot.take()
+        try:
+            yield
+        finally:
+            self._aside_metrics |= {_metric_key(m) for m in before.new_metrics() or ()}
+            kernels = _kernel_count()
+            if kernels is not None and before.kernels is not None:
+                self._aside_kernels += kernels - before.kernels
+            for group in (before.counters or {}).keys() | (_counters() or {}).keys():
+                totals = self._aside_counters.setdefault(group, {})
+                for key, value in (before.counter_delta(group) or {}).items():
+                    totals[key] = totals.get(key, 0) + value
+
+    def _new_metrics(self, snapshot: _Snapshot) -> list[Any] | None:
+        metrics = snapshot.new_metrics()
+        if metrics is None:
+            return None
+        return [m for m in metrics if _metric_key(m) not in self._aside_metrics]
+
+    def _counter_delta(self, group: str) -> dict[str, int] | None:
+        assert self._start is not None
+        delta = self._start.counter_delta(group)
+        if delta is None:
+            return None
+        aside = self._aside_counters.get(group, {})
+        delta = {k: v - aside.get(k, 0) for k, v in delta.items()}
+        return {k: v for k, v in delta.items() if v}
 
     def timed_recompile(self, config: str, reason: str) -> None:
         """The timed loop of `config` refused a recompile for `reason`."""
@@ -242,19 +283,21 @@ class PanelRecorder:
         s = self._start
         if s is None:
             return CompilePanel(figures=figures)
-        metrics = s.new_metrics()
+        metrics = self._new_metrics(s)
         kernels = _kernel_count()
-        stats = s.counter_delta("stats")
-        frames = s.counter_delta("frames")
+        if kernels is not None:
+            kernels -= self._aside_kernels
+        stats = self._counter_delta("stats")
+        frames = self._counter_delta("frames")
         return CompilePanel(
             phases_s=_sum_phases(metrics), first_compile_s=self._first_s,
             recompile_s=tuple(self._by_config),
             frames=None if frames is None else frames.get("ok", 0),
             graphs=None if stats is None else stats.get("unique_graphs", 0),
-            graph_breaks=_graph_breaks(s), recompiles=_recompiles(metrics),
+            graph_breaks=_graph_breaks(self._counter_delta), recompiles=_recompiles(metrics),
             timed_recompiles=tuple(self._timed), guards=_guards(metrics),
             kernels=None if kernels is None or s.kernels is None else kernels - s.kernels,
-            cache=_cache(s), figures=figures)
+            cache=_cache(self._counter_delta), figures=figures)
 
 
 @contextlib.contextmanager

@@ -28,6 +28,8 @@ __all__ = [
     "calibrate_loops",
     "measure_values",
     "device_over_wall",
+    "sync",
+    "reset_peaks",
     "reset_peak_rss",
     "peak_rss_bytes",
 ]
@@ -170,6 +172,23 @@ def device_over_wall(values: list[float], device_values: list[float],
 
 
 _HWM = re.compile(rb"VmHWM:\s+(\d+)\s+kB")
+
+
+def sync(device: str) -> None:
+    """Wait until `device` has done what it was given (CUDA runs kernels asynchronously)."""
+    if device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def reset_peaks(device: str) -> None:
+    """Start the peak memory of this process, and of `device` on CUDA, again from now."""
+    reset_peak_rss()
+    if device == "cuda":
+        import torch
+
+        torch.cuda.reset_peak_memory_stats()
 
 
 def reset_peak_rss() -> bool:

@@ -8,10 +8,16 @@ profiles `iterations_for` calls: enough to last `PROFILED_S` without the profile
 least `MIN_ITERATIONS`, but never more events than `MAX_EVENTS` (stopping the profiler and
 summing its events cost about 10 µs an event here), as counted in one profiled call first:
 a call of thousands of ops is profiled as few times as stay under it, at least once.
+
+For a compiler that can name its kernels (torch.compile), the pass profiles a second module,
+compiled with those names (`tools.ToolImpl.instrumented`), never the timed one: its first
+call for the config compiles, and is timed apart (`OpProfile.compile_s`), with the code
+Inductor generated for each graph kept (`OpProfile.code`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
@@ -21,8 +27,10 @@ import torch
 from torch.autograd.profiler import profile
 
 from kscperf.spec import OpProfile, OpRow
+from kscperf.worker import measure
 
-__all__ = ["MIN_ITERATIONS", "MAX_EVENTS", "PROFILED_S", "iterations_for", "profile_ops"]
+__all__ = ["MIN_ITERATIONS", "MAX_EVENTS", "PROFILED_S", "iterations_for", "profile_ops",
+           "explain_pass"]
 
 MIN_ITERATIONS = 20
 MAX_EVENTS = 2_000
@@ -51,6 +59,45 @@ def profile_ops(timed: Callable[[], Any], context: Callable[[], ContextManager[A
                      seconds=time.perf_counter() - t_start, rows=rows)
 
 
+def explain_pass(prepared: Any, timing_context: Callable[[Any], ContextManager[Any]],
+                 device: str, unprofiled_s: float,
+                 instrumented: Callable[[], Any] | None = None) -> OpProfile:
+    """The profile of one config's prepared task `prepared` (a `tasks.PreparedTask`), its
+    calls made inside `timing_context(task)`; or, with `instrumented` (which prepares the
+    config on the instrumented module), that task's: its first call, which compiles, is
+    made outside the timing context and timed apart, less a steady call, with the code of
+    every graph compiled meanwhile."""
+    compile_s: float | None = None
+    code: tuple[str, ...] = ()
+    if instrumented is not None:
+        prepared = instrumented()
+        compile_s, code = _first_call(prepared, device)
+    profile = profile_ops(prepared.timed, lambda: timing_context(prepared), device,
+                          unprofiled_s)
+    return dataclasses.replace(profile, compile_s=compile_s, code=code)
+
+
+def _first_call(prepared: Any, device: str) -> tuple[float, tuple[str, ...]]:
+    from unittest import mock
+
+    from torch._inductor.graph import GraphLowering
+
+    codes: list[str] = []
+    # Inductor hands each graph's generated module to this hook, cache hit or not.
+    with prepared.context(), mock.patch.object(GraphLowering, "save_output_code",
+                                               codes.append):
+        first = _one_call(prepared.timed, device)
+        steady = min(_one_call(prepared.timed, device) for _ in range(3))
+    return max(0.0, first - steady), tuple(codes)
+
+
+def _one_call(timed: Callable[[], Any], device: str) -> float:
+    t0 = time.perf_counter()
+    timed()
+    measure.sync(device)
+    return time.perf_counter() - t0
+
+
 def _profiled(timed: Callable[[], Any], device: str, iterations: int) -> tuple[profile, float]:
     """`iterations` calls of `timed` profiled, and their mean time under the profiler.
     torch.autograd's profiler, the one under torch.profiler's: that one's start imports
@@ -60,8 +107,7 @@ def _profiled(timed: Callable[[], Any], device: str, iterations: int) -> tuple[p
         t0 = time.perf_counter()
         for _ in range(iterations):
             timed()
-        if device == "cuda":
-            torch.cuda.synchronize()
+        measure.sync(device)
         profiled_s = (time.perf_counter() - t0) / iterations
     return prof, profiled_s
 

@@ -121,6 +121,9 @@ class ToolImpl:
     support: TaskSupport = field(default_factory=TaskSupport)
     needs_cuda: bool = False
     model_defined: bool = False
+    # For --explain: compiles the function again with the compiler's kernels named for the
+    # profiler (code that differs from the timed module's, so it is never the timed one).
+    instrumented: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -191,11 +194,25 @@ def _torch_compile(fn: Callable[..., Any], example_inputs: tuple[Any, ...],
     return torch.compile(fn)
 
 
+# Inductor's settings that name each kernel in the profile: a record_function around each
+# generated C++ kernel, and kernel names that are unique in the process (triton's, on GPU).
+INSTRUMENTED_INDUCTOR: dict[str, Any] = {"cpp.enable_kernel_profile": True, "triton.unique_kernel_names": True}
+
+
+def _torch_compile_instrumented(fn: Callable[..., Any]) -> Callable[..., Any]:
+    import torch
+
+    # Other options make another backend, so dynamo compiles a module of its own beside the
+    # timed one (whose cache entries stay as they were).
+    return torch.compile(fn, options=INSTRUMENTED_INDUCTOR)
+
+
 _BUILTINS: dict[str, ToolImpl] = {
     "pt": ToolImpl("pt", "pytorch", False, _identity_compile, compiles=False),
     "ptnice": ToolImpl("ptnice", "nice", False, _identity_compile, compiles=False),
     "ts": ToolImpl("ts", "source", False, _script_compile),
-    "compiled": ToolImpl("compiled", "source", True, _torch_compile),
+    "compiled": ToolImpl("compiled", "source", True, _torch_compile,
+                         instrumented=_torch_compile_instrumented),
 }
 # The parent plans with names.BUILTIN_TOOLS; the worker must build exactly those.
 assert tuple(_BUILTINS) == BUILTIN_TOOLS, "names.BUILTIN_TOOLS and worker.tools disagree"
