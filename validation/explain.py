@@ -127,18 +127,22 @@ def planted(tmp: str, trials: int, aa_runs: int, profile: str) -> None:
           "at least 9 of 10; A/A no q < 0.05 in at least 19 of 20")
 
 
-def untouched(tmp: str, profile: str) -> None:
-    """An A/A `ab` of the shipped suite's eager cells in which NEW alone profiles: every
-    run-time interval, and the widest."""
+def untouched(tmp: str, profile: str, processes: int | None = None) -> None:
+    """An A/A `ab` of the shipped suite's eager cells in which NEW alone profiles, with
+    `processes` pairs a cell (default: the profile's): every run-time interval, and the
+    widest."""
+    settings: dict[str, Any] = {} if processes is None else {"processes": processes}
     result = kscperf.run_ab(*EAGER["paths"], tools=EAGER["tools"], profile=profile,
                             output_dir=os.path.join(tmp, "explain-untouched"), replace=True,
-                            base=kscperf.Build("base"), new=kscperf.Build("new", explain=True))
+                            base=kscperf.Build("base"), new=kscperf.Build("new", explain=True),
+                            **settings)
     exit_if_interrupted(result, "truth-check")
     rows = [r for r in kscperf.compare_builds(*result.loaded).rows
             if r.kind == "time" and r.ratio == r.ratio]
     outside = [r for r in rows if r.ratio_low < 0.98 or r.ratio_high > 1.02]
+    pairs = f"{processes} process pairs a cell" if processes else f"{profile} profile"
     print(f"\n== explain: timing untouched, A/A ab of {EAGER['tools']} with NEW alone profiling, "
-          f"{profile} profile ==")
+          f"{pairs} ==")
     for r in outside:
         print(f"  outside ±2 %: {r.name} {r.ratio:.3f} [{r.ratio_low:.3f}, {r.ratio_high:.3f}]")
     widest = max((max(1 - r.ratio_low, r.ratio_high - 1) for r in rows), default=float("nan"))

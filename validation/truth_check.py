@@ -64,6 +64,8 @@ def build_parser(doc: str | None) -> argparse.ArgumentParser:
     parser.add_argument("--aa-ab-runs", type=int, default=20)
     parser.add_argument("--explain-aa-runs", type=int, default=20)
     parser.add_argument("--overhead-repeats", type=int, default=1)
+    parser.add_argument("--untouched-processes", type=int, default=None,
+                        help="process pairs a cell of the one-sided A/A (default: the profile's)")
     parser.add_argument("--explain-parts", default="planted,untouched,overhead,fusion",
                         help="which parts of the explain section run (comma list)")
     parser.add_argument("--lockstep-plain", action="store_true",
@@ -110,7 +112,7 @@ def _run_sections(tmp: str, skip: set[str], args: argparse.Namespace) -> None:
         if "planted" in parts:
             planted(tmp, args.trials, args.explain_aa_runs, args.profile)
         if "untouched" in parts:
-            untouched(tmp, args.profile)
+            untouched(tmp, args.profile, args.untouched_processes)
         if "overhead" in parts:
             overhead(tmp, args.overhead_repeats)
         if "fusion" in parts:

@@ -163,22 +163,26 @@ def _nan_estimate(method: str = "none", n_base: int = 0, n_new: int = 0) -> Rati
     return RatioEstimate(nan, nan, nan, nan, nan, nan, method, n_base, n_new)
 
 
+def _welch(base: Sequence[float], new: Sequence[float]) -> tuple[float, float]:
+    """Welch's standard error of mean(new) - mean(base), at least two values a side, and
+    its Welch-Satterthwaite degrees of freedom (infinite when the error is 0)."""
+    vb = statistics.variance(base) / len(base)
+    vn = statistics.variance(new) / len(new)
+    se = math.sqrt(vb + vn)
+    if se == 0.0:
+        return 0.0, math.inf
+    # A side with zero variance contributes no term.
+    denominator = (vb * vb / (len(base) - 1) if vb else 0.0) + \
+        (vn * vn / (len(new) - 1) if vn else 0.0)
+    return se, (vb + vn) ** 2 / denominator
+
+
 def _welch_on_process_medians(ratio: float, base_medians: list[float],
                               new_medians: list[float], alpha: float) -> RatioEstimate:
-    lb = [math.log(v) for v in base_medians]
-    ln = [math.log(v) for v in new_medians]
-    vb = statistics.variance(lb) / len(lb)
-    vn = statistics.variance(ln) / len(ln)
-    se = math.sqrt(vb + vn)
-    k_b, k_n = len(lb), len(ln)
-    if se == 0.0:
-        # Every process of both builds gave the same median (deterministic counters such as
-        # peak memory): the ratio is known exactly.
-        return t_estimate(ratio, 0.0, math.inf, alpha, "processes", k_b, k_n)
-    # Welch-Satterthwaite; a side with zero variance contributes no term.
-    denominator = (vb * vb / (k_b - 1) if vb else 0.0) + (vn * vn / (k_n - 1) if vn else 0.0)
-    df = (vb + vn) ** 2 / denominator
-    return t_estimate(ratio, se, df, alpha, "processes", k_b, k_n)
+    # Every process of both builds giving the same median (deterministic counters such as
+    # peak memory) makes the error 0: the ratio is known exactly.
+    se, df = _welch([math.log(v) for v in base_medians], [math.log(v) for v in new_medians])
+    return t_estimate(ratio, se, df, alpha, "processes", len(base_medians), len(new_medians))
 
 
 def t_estimate(ratio: float, se: float, df: float, alpha: float, method: str, n_base: int,
@@ -380,15 +384,12 @@ def compare_means(base: Sequence[float], new: Sequence[float], *, margin: float 
     delta = statistics.fmean(new) - statistics.fmean(base)
     if len(base) < 2 or len(new) < 2:
         return Difference(delta, -math.inf, math.inf, nan)
-    vb = statistics.variance(base) / len(base)
-    vn = statistics.variance(new) / len(new)
-    se = math.sqrt(vb + vn)
+    se, df = _welch(base, new)
     beyond = abs(delta) - margin
     if se == 0.0:
         return Difference(delta, delta, delta, 1.0 if beyond <= 0.0 else 0.0)
     from scipy import stats as sps
 
-    df = (vb + vn) ** 2 / ((vb * vb / (len(base) - 1)) + (vn * vn / (len(new) - 1)))
     half = float(sps.t.ppf(1.0 - alpha / 2.0, df)) * se
     # Against a margin, the nearer edge of the band is the null: one-sided from there.
     p = float(sps.t.sf(beyond / se, df)) if margin > 0 else float(2.0 * sps.t.sf(beyond / se, df))

@@ -357,9 +357,9 @@ def _speedup_figure(model: str, tools: list[str], rows: list[BuildRow], key: str
                                                 y_label=f"speedup over {REFERENCE_TOOL}")))
 
 
-def _models(results: LoadedResults, build: BuildSamples, figure_prefix: str
-            ) -> list[ModelSection]:
-    tools, rows = summarize_build(results, build)
+def _models(results: LoadedResults, build: BuildSamples,
+            summary: tuple[list[str], list[BuildRow]], figure_prefix: str) -> list[ModelSection]:
+    tools, rows = summary
     panels = cell_panels(results.runs)
     sections = []
     for i, model in enumerate(dict.fromkeys(r.model for r in rows)):
@@ -535,7 +535,8 @@ def build_report_view(results: Sequence[LoadedResults], comparison: Comparison |
             comparison = compare_builds(results[-2], last, force=force)
     shown = results[-1]
     shown_samples = build_samples(shown)
-    models = _models(shown, shown_samples, "m") if shown.has_kscperf else []
+    summary = summarize_build(shown, shown_samples) if shown.has_kscperf else None
+    models = _models(shown, shown_samples, summary, "m") if summary is not None else []
     plain_rows = [] if shown.has_kscperf else _plain_rows(shown_samples)
     history = (_history_section(results, comparison)
                if comparison is not None and len(results) >= 3 else None)
@@ -546,7 +547,7 @@ def build_report_view(results: Sequence[LoadedResults], comparison: Comparison |
         models=models, plain_rows=plain_rows,
         comparison=_comparison_section(comparison) if comparison is not None else None,
         history=history, notes=notes, several_builds=len(results) > 1,
-        summary=run_summary(shown, shown_samples) if shown.has_kscperf else None)
+        summary=run_summary(shown, summary) if summary is not None else None)
 
 
 def render_report(results: Sequence[LoadedResults], comparison: Comparison | None = None,

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from kscperf.errors import STATUS_SEVERITY, CellStatus
 from kscperf.names import cell_name
 from kscperf.results.files import LoadedResults
-from kscperf.results.samples import BuildSamples, summarize_build
+from kscperf.results.samples import BuildRow
 from kscperf.stats import core as stats
 from kscperf.views import formatting
 from kscperf.views.style import STATUS_TONE
@@ -43,16 +43,17 @@ class RunSummary:
     marked_more: int = 0  # how many of them are not named
 
 
-def run_summary(results: LoadedResults, build: BuildSamples) -> RunSummary:
+def run_summary(results: LoadedResults, summary: tuple[list[str], list[BuildRow]]
+                ) -> RunSummary:
     """The shown build's statuses, tools' geometric mean speedups over `pt` (over the results
     correct and timed in both the tool and `pt`) and the results whose time includes a
-    process in another machine state."""
+    process in another machine state, from its `summarize_build` (tools, rows)."""
     counts: dict[CellStatus, int] = {}
     for c in results.cells:
         counts[c.status] = counts.get(c.status, 0) + 1
     statuses = [(s.value, STATUS_TONE[s].value, str(n)) for s, n in
                 sorted(counts.items(), key=lambda item: -STATUS_SEVERITY[item[0]])]
-    tools, rows = summarize_build(results, build)
+    tools, rows = summary
     means = []
     for tool in tools:
         speedups = [r.cells[tool].speedup for r in rows if tool in r.cells
