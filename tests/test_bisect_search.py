@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+from typing import Any
 
 import pytest
 
@@ -173,27 +174,41 @@ def test_a_commit_that_cannot_tell_is_skipped_for_its_neighbour() -> None:
     assert [list(f.commits) for f in searched.found] == [[8, 9]]
 
 
-def test_a_range_too_small_to_hold_is_left_at_its_first_cant_tell() -> None:
-    # A false partial at 55 (a culprit at 50) leaves the part 55..63 with little of the step:
-    # its first can't-tell ends it (the caller's verification rejects it) instead of a
-    # can't-tell at every commit in it, while a range big enough still tries a neighbour.
-    levels = _levels(64, {50: STEP})
-    planted = _Planted(levels)
+def _false_partial_at(partial: int, level: float) -> tuple[list[int], Any]:
+    """A culprit at 50 of 64 whose probe at `partial` says partial at `level` (a noisy
+    confirmation's doing), every commit after it can't-tell: the probes asked, and the probe."""
+    planted = _Planted(_levels(64, {50: STEP}))
     asked: list[int] = []
 
     def probe(i: int, low: float, high: float) -> ProbeDecision | None:
         asked.append(i)
-        if i == 55:
-            return ProbeDecision(ProbeVerdict.PARTIAL, 0.8 * STEP, 1.0, 1.0, 0.001, 10)
-        if i > 55:
+        if i == partial:
+            return ProbeDecision(ProbeVerdict.PARTIAL, level, 1.0, 1.0, 0.001, 10)
+        if i > partial:
             return ProbeDecision(ProbeVerdict.CANT_TELL, STEP, 1.0, 1.0, math.nan, 48)
         return planted(i, low, high)
 
-    def too_small(low: float, high: float) -> bool:
-        return (high - low) / STEP < 0.25
+    return asked, probe
 
+
+def too_small(low: float, high: float) -> bool:
+    return (high - low) / STEP < 0.25
+
+
+def test_a_range_too_small_to_hold_is_left_at_its_first_cant_tell() -> None:
+    # A false partial at 55 leaves the part 55..63 with a fifth of the step: its first
+    # can't-tell ends it (the caller's verification rejects it).
+    asked, probe = _false_partial_at(55, 0.8 * STEP)
     searched = search_range(64, STEP, probe, too_small=too_small)
     assert sorted((f.parent, f.last) for f in searched.found) == [(49, 50), (55, 63)]
     assert [i for i in asked if i > 55] == [59] and not searched.capped
-    searched = search_range(64, STEP, probe)
-    assert len([i for i in asked if i > 55]) == 1 + 7  # without the rule, all seven
+
+
+def test_a_range_whose_middle_and_a_neighbour_cannot_tell_is_left_unsplit() -> None:
+    # A false partial at 55 with a third of the step left (not too small): the middle of
+    # 55..63 and one neighbour say can't-tell, and the range is left for verification,
+    # not probed at each of its seven commits at a cap each.
+    asked, probe = _false_partial_at(55, 0.65 * STEP)
+    searched = search_range(64, STEP, probe, too_small=too_small)
+    assert sorted((f.parent, f.last) for f in searched.found) == [(49, 50), (55, 63)]
+    assert [i for i in asked if i > 55] == [59, 58] and not searched.capped

@@ -8,9 +8,12 @@ range is split at its middle testable commit (the earlier of two middles); a lik
 verdict moves its lower end up, a like-bad one its upper end down, and a partial one splits
 it in two, each part with the probed level as one end. A commit that cannot be built or run
 is untestable and skipped; one that the probe cannot tell within its cap is skipped for that
-range, and a neighbour is tried, unless the range is one the caller calls too small to hold
-(its two levels too close for a probe to place a commit between them): that one is left
-after its first can't-tell, for the caller's verification to keep or reject. A range with nothing left to probe inside is the answer: one commit when its ends are
+range, and a neighbour is tried. A range whose middle and a neighbour both cannot tell is
+left as it stands, for the caller's verification to keep or reject: two commits that the
+probe cannot place within its cap say that the range's two levels are too close for it
+(its lower end a partial verdict's noisy level, most often), and probing every other
+commit would cost a cap each. A range the caller calls too small to hold is left after its
+first can't-tell. A range with nothing left to probe inside is the answer: one commit when its ends are
 neighbours, else the stretch after its lower end (`range`), never a guess inside it.
 """
 
@@ -23,7 +26,12 @@ from typing import Callable
 
 from kscperf.stats.bisection import ProbeDecision, ProbeVerdict
 
-__all__ = ["Found", "Searched", "Prober", "TooSmall", "search_range", "default_max_probes"]
+__all__ = ["Found", "Searched", "Prober", "TooSmall", "search_range", "default_max_probes",
+           "CANT_TELLS_A_RANGE"]
+
+# Commits of one range that may say can't-tell before the range is left unsplit: its
+# middle and one neighbour.
+CANT_TELLS_A_RANGE = 2
 
 # Told (commit index, lower-end level, upper-end level); says the commit's verdict, or None
 # when the commit is untestable.
@@ -91,9 +99,9 @@ def search_range(count: int, step_level: float, probe: Prober, *,
                  ) -> Searched:
     """The parts of a step of log size `step_level` among commits 0..count-1, found with
     `probe` (see the module docstring). Promises: every `Found` lies inside 0..count-1
-    with no untestable commit left between its ends, and no untold one unless its range
-    is `too_small` and was left at its first can't-tell; no commit is probed twice for the
-    same range; at most `max_probes` probes (default `default_max_probes`), after which
+    with no untestable commit left between its ends, and untold ones only where its range
+    was left at `CANT_TELLS_A_RANGE` can't-tells (one when `too_small`); no commit is
+    probed twice for the same range; at most `max_probes` probes (default `default_max_probes`), after which
     the ranges left are returned as they stand (`capped`)."""
     cap = default_max_probes(count) if max_probes is None else max_probes
     untestable: set[int] = set()
@@ -104,8 +112,9 @@ def search_range(count: int, step_level: float, probe: Prober, *,
     while todo:
         r = heapq.heappop(todo)
         inner = [i for i in range(r.lo + 1, r.hi) if i not in untestable and i not in r.skipped]
-        given_up = too_small is not None and any(r.lo < i < r.hi for i in r.skipped) and \
-            too_small(r.low_level, r.high_level)
+        untold = sum(1 for i in r.skipped if r.lo < i < r.hi)
+        given_up = untold >= CANT_TELLS_A_RANGE or (
+            untold >= 1 and too_small is not None and too_small(r.low_level, r.high_level))
         if not inner or probes >= cap or given_up:
             capped |= bool(inner) and not given_up
             found.append(Found(r.lo, r.hi, r.low_level, r.high_level, r.errors))
