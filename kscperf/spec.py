@@ -90,7 +90,8 @@ class WorkerSettings:
     isolation: str = "fork"
     timeout_s: float | None = 600.0
     max_rss_bytes: int | None = None
-    # --explain: profile each timed config's ops after its timing (kscperf.worker.opprofile).
+    # --explain: profile each timed config's ops once all its cell's configs are timed
+    # (kscperf.worker.opprofile).
     explain: bool = False
 
     def __post_init__(self) -> None:
@@ -280,7 +281,8 @@ class ConfigResult:
     teardown_s: float | None = None  # the tool's own example_done, when it has one
     # Set when the clock's figures cannot both be true (CUDA device time over wall time).
     clock_warning: str = ""
-    # --explain's profile of the config's ops, taken after its timing; None without it.
+    # --explain's profile of the config's ops, taken once its cell's configs were all
+    # timed; None without it.
     op_profile: OpProfile | None = None
 
     def to_dict(self) -> dict[str, Any]:

@@ -4,13 +4,14 @@ Owns a cell's phases, each noted in the phase file as it starts (so the orchestr
 where a worker that died was) and each the `phase` of a failure inside it:
 
     import    load the tool and the definition module          _load
-    configs   generate the configs under the seed              load_configs
+    configs   generate the configs under the seed              configs.load_configs
     compile   the tool's build, timed (for lazy compilers the   _compile_cell
               first call minus a steady call)
     then per config (_run_config): skip hooks, prep (timed, _prep), check against the float64
     reference (_check), calibrated timing and peak memory (run, _measure), the check again
-    (recheck), with --explain the ops profiled (explain, _explain), teardown (the tool's own
-    example_done timed, _example_done).
+    (recheck), teardown (the tool's own example_done timed, _example_done); then, with
+    --explain and once every config is timed, each config timed ok made ready again and its
+    ops profiled (explain, _explain_all).
 
 Writes the result so far after each config and one result file at the end, atomically, and
 exits 0 whenever it wrote one. Decides nothing that is not in the spec.
@@ -25,7 +26,6 @@ import functools
 import gc
 import json
 import os
-import random
 import shutil
 import statistics
 import time
@@ -45,13 +45,14 @@ from kscperf.results.fileio import write_text_atomic
 from kscperf.results.metadata import ZYGOTE_KEY
 from kscperf.spec import CanaryProbe, CellResult, CellSpec, CheckResult, ConfigResult, partial_result_path, \
     phase_path
-from kscperf.worker import caches, canary, check, compilepanel, measure, opprofile, tasks
+from kscperf.worker import caches, canary, check, compilepanel, configs, measure, opprofile, \
+    tasks
 from kscperf.worker.failures import reason_for, status_for
 from kscperf.worker.tools import Built, ToolImpl, Unavailable, Unsupported, as_built, load_tool
 from kscperf.worker.torchinfo import torch_info
 from kscperf.worker.turns import Turns
 
-__all__ = ["run_cell", "load_configs", "main", "preload", "PRELOAD_ALWAYS", "PRELOAD_FOR_COMPILERS"]
+__all__ = ["run_cell", "main", "preload", "PRELOAD_ALWAYS", "PRELOAD_FOR_COMPILERS"]
 
 _STEADY_CALLS = 3
 
@@ -166,9 +167,9 @@ def run_cell(spec: CellSpec, clock: measure.TimeLoops | None = None,
         # torch's millions of objects, ~0.3 s).
         gc.freeze()
         phase = _enter("configs")
-        configs = load_configs(loaded.model, spec.seed)
+        cell_configs = configs.load_configs(loaded.model, spec.seed)
         phase = _enter("compile")
-        cell, compile_s = _compile_cell(spec, loaded, configs[0][1], clock, after_value)
+        cell, compile_s = _compile_cell(spec, loaded, cell_configs[0][1], clock, after_value)
         cell_result = functools.partial(CellResult.for_spec, spec, CellStatus.OK,
                                         compile_s=compile_s, import_s=loaded.import_s,
                                         metadata=metadata)
@@ -179,8 +180,8 @@ def run_cell(spec: CellSpec, clock: measure.TimeLoops | None = None,
         probes: tuple[CanaryProbe, ...] = () if spec.check_only else (
             canary.probe_machine("before"),)
         global _position
-        for i, (name, config) in enumerate(configs):
-            _position = f"{i + 1} of {len(configs)}"
+        for i, (name, config) in enumerate(cell_configs):
+            _position = f"{i + 1} of {len(cell_configs)}"
             done.append(_run_config(cell, name, config))
             cell.panel.config_done(name)
             if on_config is not None:
@@ -188,6 +189,8 @@ def run_cell(spec: CellSpec, clock: measure.TimeLoops | None = None,
                                       compile_panel=cell.compile_panel()))
         if probes:
             probes += (canary.probe_machine("after"),)
+        if spec.explain:
+            done = _explain_all(cell, cell_configs, done)
         return cell_result(configs=tuple(done), canary=probes, compile_panel=cell.compile_panel(),
                            wall_s=time.perf_counter() - t_start)
     except (DefinitionError, tasks.OutputError) as exc:
@@ -237,60 +240,6 @@ def _load(spec: CellSpec, metadata: dict[str, Any], t_start: float) -> _Loaded |
             f"{model.name}_pytorch_nice for tool {spec.tool}", "import", metadata=metadata)
     who, fn = chosen
     return _Loaded(tool, device, model, fn, f"{spec.tool} build of {who}", import_s)
-
-
-def load_configs(model: ResolvedModel, seed: int) -> list[tuple[str, tuple[Any, ...]]]:
-    """(name, args) of every config of `model`, generated under `seed` exactly as every
-    worker generates them; DefinitionError names the module when the configs are bad."""
-    _seed_everything(seed)
-    where = f"{model.name}_bench_configs() in {model.module_path}"
-    try:
-        configs = [_as_args(c) for c in model.configs()]
-    except Exception as exc:
-        raise DefinitionError(f"{where} raised {reason_for(exc)}") from exc
-    if not configs:
-        raise DefinitionError(f"{where} yielded no configs")
-    if model.config_names is not None:
-        if len(model.config_names) != len(configs):
-            raise DefinitionError(
-                f"{model.name}_config_names has {len(model.config_names)} names for "
-                f"{len(configs)} configs in {model.module_path}")
-        names = list(model.config_names)
-    else:
-        names = [_default_config_name(c) for c in configs]
-    return list(zip(_numbered_repeats(names), configs))
-
-
-def _seed_everything(seed: int) -> None:
-    random.seed(seed)
-    torch.manual_seed(seed)
-    try:
-        import numpy
-
-        numpy.random.seed(seed % 2**32)
-    except ImportError:
-        pass
-
-
-def _as_args(config: Any) -> tuple[Any, ...]:
-    return tuple(config) if isinstance(config, (tuple, list)) else (config,)
-
-
-def _default_config_name(args: tuple[Any, ...]) -> str:
-    for a in args:
-        if isinstance(a, torch.Tensor):
-            return "x".join(str(d) for d in a.shape) or "scalar"
-    return "config"
-
-
-def _numbered_repeats(names: list[str]) -> list[str]:
-    # Benchmark names must be unique: the second `8` becomes `8#2`.
-    seen: dict[str, int] = {}
-    unique = []
-    for name in names:
-        seen[name] = seen.get(name, 0) + 1
-        unique.append(name if seen[name] == 1 else f"{name}#{seen[name]}")
-    return unique
 
 
 def _compile_cell(spec: CellSpec, loaded: _Loaded, first_config: tuple[Any, ...],
@@ -376,9 +325,6 @@ def _run_config(cell: _Cell, name: str, config: tuple[Any, ...]) -> ConfigResult
             result = _measure(cell, name, ready.prepared, common)
             phase = _enter("recheck", name)
             result = _recheck(cell, config, ready, ref_value, result)
-            if cell.spec.explain and result.status == CellStatus.OK:
-                phase = _enter("explain", name)
-                result = _explain(cell, ready, result)
         if cell.built.example_done is not None:
             phase = _enter("teardown", name)
         return _example_done(cell, ready, result)
@@ -409,7 +355,7 @@ def _prep(cell: _Cell, name: str, config: tuple[Any, ...]) -> _Ready | str:
     args = tasks.to_device_args(config, cell.device)
     if cell.built.example_prep is not None:
         prepped = cell.built.example_prep(*args)
-        args = args if prepped is None else _as_args(prepped)
+        args = args if prepped is None else configs.as_args(prepped)
     prepared = cell.task.prepare(cell.compiled, args, diff, cotangent_seed, cell.who)
     if cell.lazy:
         # A lazy compiler compiles again for each new shape on the first call: that is
@@ -477,10 +423,34 @@ def _recheck(cell: _Cell, config: tuple[Any, ...], ready: _Ready,
                f"reference before the timed loop and differs from it after: {again.detail}")
 
 
+def _explain_all(cell: _Cell, cell_configs: list[tuple[str, tuple[Any, ...]]],
+                 done: list[ConfigResult]) -> list[ConfigResult]:
+    """--explain's passes, once every config is timed, so that no config is timed after a
+    profile in this process: each config timed ok made ready again (untimed) and profiled.
+    A config whose pass fails stays as it was timed, without a profile."""
+    out = []
+    for (name, config), result in zip(cell_configs, done):
+        ready: _Ready | str | None = None
+        if result.status == CellStatus.OK and result.values:
+            _enter("explain", name)
+            try:
+                ready = _prep(cell, name, config)
+                if not isinstance(ready, str):
+                    result = _explain(cell, ready, result)
+                    _example_done(cell, ready, result)
+            except Exception:
+                pass  # a prep or teardown that fails only now: the timing stands
+            finally:
+                ready = None
+                _teardown(cell.device)
+        out.append(result)
+    return out
+
+
 def _explain(cell: _Cell, ready: _Ready, result: ConfigResult) -> ConfigResult:
-    """--explain's profiling pass, after the timing and the recheck: of the timed module, or
-    of an instrumented one where the tool has one (its compile left out of the panel). A
-    profiler that fails leaves the config as it was timed, without a profile."""
+    """--explain's profiling pass of one config: of the timed module, or of an instrumented
+    one where the tool has one (its compile left out of the panel). A profiler that fails
+    leaves the config as it was timed, without a profile."""
     instrumented = None if cell.instrumented is None else functools.partial(
         cell.task.prepare, cell.instrumented(), ready.args, ready.diff, ready.cotangent_seed,
         cell.who)

@@ -1,5 +1,6 @@
 """`--explain`'s profiling pass (`profile_ops`): one config's ops, taken with torch.profiler
-after the config's timing and its recheck, in the same worker, never inside the timed loop.
+in the same worker once all the cell's configs are timed, so never inside a timed loop and
+never before a timing in that process.
 
 The profiler records every op of every profiled call, which costs time per op (its
 overhead, stated as `OpProfile.overhead`), so its numbers are never the timed ones: they

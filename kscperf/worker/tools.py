@@ -196,7 +196,8 @@ def _torch_compile(fn: Callable[..., Any], example_inputs: tuple[Any, ...],
 
 # Inductor's settings that name each kernel in the profile: a record_function around each
 # generated C++ kernel, and kernel names that are unique in the process (triton's, on GPU).
-INSTRUMENTED_INDUCTOR: dict[str, Any] = {"cpp.enable_kernel_profile": True, "triton.unique_kernel_names": True}
+INSTRUMENTED_INDUCTOR: dict[str, Any] = {"cpp.enable_kernel_profile": True,
+                                         "triton.unique_kernel_names": True}
 
 
 def _torch_compile_instrumented(fn: Callable[..., Any]) -> Callable[..., Any]:
