@@ -32,24 +32,6 @@ def test_a_probe_says_which_level_its_pairs_are_at(level: float, verdict: ProbeV
     assert d.pairs == 24 and d.ratio_low < math.exp(level) < d.ratio_high
 
 
-def test_a_partial_verdict_must_clear_the_noise_of_the_levels_too() -> None:
-    # A commit at the bad end's true level (STEP) against an upper level overestimated by a
-    # noisy confirmation (1.6 STEP, two of its standard errors too high): partial when that
-    # level is taken as exact, not once its standard error is counted.
-    numbers = _numbers(STEP, 8, seed=3, sd=SD / 2)
-    high = 1.6 * STEP
-    assert bisection.probe_decision(numbers, 0.0, high, SD / 2, 0.0125).verdict is \
-        ProbeVerdict.PARTIAL
-    noisy = bisection.probe_decision(numbers, 0.0, high, SD / 2, 0.0125,
-                                     level_errors=(0.0, 0.6 * STEP / 2))
-    assert noisy.verdict is not ProbeVerdict.PARTIAL
-    # A true midway commit with many pairs is still partial against the same noisy level.
-    midway = _numbers(STEP / 2, 24, seed=4, sd=SD / 2)
-    assert bisection.probe_decision(midway, 0.0, STEP, SD / 2, 0.0125,
-                                    level_errors=(0.0, SD / 2 / math.sqrt(8))).verdict is \
-        ProbeVerdict.PARTIAL
-
-
 def test_a_probe_decides_nothing_before_its_fewest_pairs_nor_on_a_wild_pair() -> None:
     assert bisection.probe_decision([0.0, 0.0], 0.0, STEP, SD, 0.01).verdict is \
         ProbeVerdict.CANT_TELL

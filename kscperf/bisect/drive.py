@@ -216,8 +216,6 @@ class _Bisect:
         self.plan_root = ""
         self.initial_step = math.nan  # the confirmed step's log ratio
         self.at_bad_level: list[list[float]] = []
-        # The standard error of each level a partial probe measured (a part's end).
-        self.level_errors: dict[float, float] = {}
 
     def _load_state(self) -> dict[str, dict[str, Any]]:
         if not self.request.resume:
@@ -342,18 +340,12 @@ class _Bisect:
         confirmation's alone: an upper level misestimated by a noisy confirmation would put
         a like-bad commit near the midway level, where no test decides."""
         at_bad_end = high_level == self.initial_step
-        sd = bisection.pooled_sd(self.groups)
-        # Each end's level is an estimate (but the good end's, 0 by construction): a
-        # partial verdict has to clear its noise too.
-        errors = (self.level_errors.get(low_level, 0.0),
-                  sd / math.sqrt(sum(map(len, self.at_bad_level))) if at_bad_end
-                  else self.level_errors.get(high_level, 0.0))
         high_level = self._upper_level(high_level)
+        sd = bisection.pooled_sd(self.groups)
         alpha = self.request.error / 4.0
 
         def decide(numbers: Sequence[float]) -> bisection.ProbeDecision:
-            return bisection.probe_decision(numbers, low_level, high_level, sd, alpha,
-                                            level_errors=errors)
+            return bisection.probe_decision(numbers, low_level, high_level, sd, alpha)
 
         key = f"probe {self.commits[index].sha} {low_level!r} {high_level!r}"
         compared = self.compare(key, "probe", 0, index, bisection.MIN_PROBE_PAIRS,
@@ -366,9 +358,6 @@ class _Bisect:
         d = decide(compared.numbers)
         if at_bad_end and d.verdict is bisection.ProbeVerdict.LIKE_BAD:
             self.at_bad_level.append(compared.numbers)
-        if d.verdict is bisection.ProbeVerdict.PARTIAL:
-            self.level_errors[d.level] = max(sd, statistics.stdev(compared.numbers)) / \
-                math.sqrt(len(compared.numbers))
         self.probes.append(ProbeRecord("probe", self.commits[index], d.verdict.value, d.ratio,
                                        d.ratio_low, d.ratio_high, d.pairs, compared.seconds,
                                        d.error, compared.replayed))

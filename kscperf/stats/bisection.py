@@ -157,8 +157,7 @@ def _log_likelihood_ratio(ys: Sequence[float], lower: float, upper: float,
 
 
 def probe_decision(numbers: Sequence[float], low_level: float, high_level: float, sd: float,
-                   alpha: float, *, min_pairs: int = MIN_PROBE_PAIRS,
-                   level_errors: tuple[float, float] = (0.0, 0.0)) -> ProbeDecision:
+                   alpha: float, *, min_pairs: int = MIN_PROBE_PAIRS) -> ProbeDecision:
     """The verdict of a probe whose pair numbers (log level over the good end) are
     `numbers`, between the range's lower-end level `low_level` and upper-end level
     `high_level` (either may be the larger: a step may be a speed-up), with pair spread
@@ -168,10 +167,7 @@ def probe_decision(numbers: Sequence[float], low_level: float, high_level: float
     the numbers' own; like-good when the test of the lower against the midway level reaches
     log(1 / alpha) for the lower, like-bad when the test of the midway against the upper
     level reaches it for the upper, partial when both reach it for the midway level and the
-    numbers' mean lies between the two levels by more than (1 - alpha) t quantiles of the
-    standard error of its difference from each, which counts that level's own standard
-    error (`level_errors`: the lower end's and the upper end's; 0 for a level known exactly,
-    such as the good end's); else can't-tell. `error` is the likelihood ratio of the nearest
+    numbers' (1 - alpha) t interval lies strictly between the two levels; else can't-tell. `error` is the likelihood ratio of the nearest
     rejected hypothesis (for partial the sum of the two), at most alpha. Each number is
     first clipped to within one step of the range, so that one wild pair moves a test by a
     bounded amount."""
@@ -196,14 +192,10 @@ def probe_decision(numbers: Sequence[float], low_level: float, high_level: float
     if toward_upper >= bound:
         return ProbeDecision(ProbeVerdict.LIKE_BAD, level, est.low, est.high,
                              math.exp(-toward_upper), n)
-    # A partial verdict splits the search in two: it also needs the probe to differ from
-    # each level by more than their joint noise. A level is an estimate too (the bad end's,
-    # of 8 to 16 pairs), and one overestimated makes a like-bad commit look partial.
-    t = (math.log(est.high) - math.log(est.ratio)) / est.se_log if est.se_log > 0 else 0.0
-    toward = 1.0 if width > 0 else -1.0
-    inside = all(toward * side * (level - end) > t * math.hypot(est.se_log, error)
-                 for side, end, error in ((1.0, low_level, level_errors[0]),
-                                          (-1.0, high_level, level_errors[1])))
+    # A partial verdict splits the search in two: it also needs its own t interval to lie
+    # strictly between the two levels.
+    inside = min(low_level, high_level) < math.log(est.low) and \
+        math.log(est.high) < max(low_level, high_level)
     if toward_middle >= bound and toward_upper <= -bound and inside:
         return ProbeDecision(ProbeVerdict.PARTIAL, level, est.low, est.high,
                              math.exp(-toward_middle) + math.exp(toward_upper), n)
