@@ -48,7 +48,7 @@ def agreement(tmp: str, profile: str, only: set[str], rounds: int, pin: int | No
 
     from kscperf.plan.definitions import find_definition_files, import_definition_module, \
         resolve_model, scan_models
-    from kscperf.worker.cell import load_configs
+    from kscperf.worker.configs import load_configs
 
     models, _ = scan_models(find_definition_files([str(ROOT / "bench_defs")]))
     models = [m for m in models if not only or any(o.split("/")[0] == m.name for o in only)]
