@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from kscperf.bisect.search import default_max_probes, search_range
+from kscperf.bisect.search import Found, default_max_probes, search_range
 from kscperf.stats import bisection
 from kscperf.stats.bisection import ProbeDecision, ProbeVerdict
 
@@ -212,3 +212,75 @@ def test_a_range_whose_middle_and_a_neighbour_cannot_tell_is_left_unsplit() -> N
     searched = search_range(64, STEP, probe, too_small=too_small)
     assert sorted((f.parent, f.last) for f in searched.found) == [(49, 50), (55, 63)]
     assert [i for i in asked if i > 55] == [59, 58] and not searched.capped
+
+
+def test_a_false_partial_whose_upper_part_holds_nothing_is_called_like_bad() -> None:
+    # A culprit at 20: the probe of 31 (at the bad level) says partial at a third of the
+    # step, so the part above it would be searched first; the split check finds no step
+    # above 31, the verdict becomes like-bad, and the search goes on below it alone.
+    planted = _Planted(_levels(64, {20: STEP}))
+    asked: list[int] = []
+    checked: list[tuple[int, int]] = []
+
+    def probe(i: int, low: float, high: float) -> ProbeDecision | None:
+        asked.append(i)
+        if i == 31:
+            return ProbeDecision(ProbeVerdict.PARTIAL, STEP / 3, 1.0, 1.0, 0.002, 4)
+        return planted(i, low, high)
+
+    def split_check(middle: int, upper: int, d: ProbeDecision) -> ProbeDecision:
+        checked.append((middle, upper))
+        return ProbeDecision(ProbeVerdict.LIKE_BAD, d.level, d.ratio_low, d.ratio_high,
+                             0.003, d.pairs)
+
+    searched = search_range(64, STEP, probe, split_check=split_check)
+    assert checked == [(31, 63)]
+    assert [(f.parent, f.last) for f in searched.found] == [(19, 20)]
+    assert all(i < 31 for i in asked[1:]) and searched.found[0].errors[1] == 0.001
+
+
+def test_a_partial_whose_lower_part_is_larger_is_not_checked() -> None:
+    small, large = math.log(1.04), math.log(1.06)
+    probe = _Planted(_levels(64, {20: large, 45: small}))
+    checked: list[int] = []
+
+    def split_check(middle: int, upper: int, d: ProbeDecision) -> ProbeDecision:
+        checked.append(middle)
+        return d
+
+    searched = search_range(64, small + large, probe, split_check=split_check)
+    assert checked == [] and [(f.parent, f.last) for f in searched.found] == [(19, 20), (44, 45)]
+
+
+def test_the_search_stops_once_the_found_parts_explain_the_step() -> None:
+    # A false partial at 47 (the culprit is 50, 47 at the good level) leaves the part
+    # 31..47 below it; the part above is larger and is searched first, and once its
+    # culprit is found (and, for the caller, holds) nothing else is probed.
+    planted = _Planted(_levels(64, {50: STEP}))
+    asked: list[int] = []
+    found: list[tuple[int, int]] = []
+
+    def probe(i: int, low: float, high: float) -> ProbeDecision | None:
+        asked.append(i)
+        if i == 47:
+            return ProbeDecision(ProbeVerdict.PARTIAL, 0.3 * STEP, 1.0, 1.0, 0.002, 5)
+        return planted(i, low, high)
+
+    def on_found(part: Found) -> bool:
+        found.append((part.parent, part.last))
+        return part.is_culprit
+
+    searched = search_range(64, STEP, probe, on_found=on_found)
+    assert found == [(49, 50)] and searched.left_unsearched == 1
+    assert [(f.parent, f.last) for f in searched.found] == [(49, 50)]
+    assert len(asked) == 6
+
+
+def test_a_part_short_of_a_quarter_of_the_step_has_a_small_p() -> None:
+    quarter = 0.25 * STEP
+    near_nothing = [0.001, -0.002, 0.0015, 0.0, -0.001, 0.002, 0.0005, -0.0005]
+    assert bisection.part_short_p(near_nothing, quarter) < 0.001
+    assert bisection.part_short_p([x + quarter for x in near_nothing], quarter) > 0.3
+    # A step the other way: the direction is the part's sign.
+    assert bisection.part_short_p([-x - 2 * quarter for x in near_nothing], -quarter) > 0.9
+    assert bisection.part_short_p([0.01], quarter) == 1.0

@@ -143,7 +143,7 @@ class BisectResult:
     """What a bisect found: its verdict (`culprit`, `not-reproduced` or `range`), the
     confirmed step, the culprits that hold (largest first) and those that did not, every
     comparison, the untestable commits with their reasons, the share of the step the
-    culprits explain, and its costs."""
+    culprits explain, the ranges left unsearched once they explained it, and its costs."""
 
     verdict: str
     good: Commit
@@ -156,6 +156,7 @@ class BisectResult:
     untestable: list[tuple[Commit, str]] = field(default_factory=list)
     explained: float = math.nan
     capped: bool = False
+    left_unsearched: int = 0
     seconds: float = 0.0
     builds_run: int = 0
     state_path: str = ""
@@ -216,6 +217,8 @@ class _Bisect:
         self.plan_root = ""
         self.initial_step = math.nan  # the confirmed step's log ratio
         self.at_bad_level: list[list[float]] = []
+        self.between: dict[str, tuple[bisection.StepCheck | None, list[float], float, bool]] = {}
+        self.verified: list[Culprit] = []
 
     def _load_state(self) -> dict[str, dict[str, Any]]:
         if not self.request.resume:
@@ -378,31 +381,78 @@ class _Bisect:
         width = self._upper_level(high_level) - low_level
         return width / self.initial_step < MIN_PART_OF_STEP
 
-    def verify(self, found: Found) -> Culprit:
-        """The part `found`'s last commit against its parent, with more pairs."""
-        alpha = self.request.error / 2.0 / len(VERIFY_LOOKS)
-        parent, last = found.parent, found.last
+    def _between(self, parent: int, last: int, stage: str
+                 ) -> tuple[bisection.StepCheck | None, list[float], float, bool]:
+        """Commit `last` against commit `parent` in lockstep at the verification's looks,
+        run once a bisect (a split check and a verification of the same two commits share
+        it): the step check (None when `last` is untestable), the pair numbers, the p-value
+        against the ±1 % band times the looks taken, and whether the step holds (shown, and
+        at least `MIN_PART_OF_STEP` of the confirmed one in its direction)."""
         key = f"verify {self.commits[parent].sha} {self.commits[last].sha}"
-        compared = self.compare(key, "verify", parent, last, VERIFY_LOOKS[0], VERIFY_LOOKS[-1],
+        if key in self.between:
+            return self.between[key]
+        alpha = self.request.error / 2.0 / len(VERIFY_LOOKS)
+        compared = self.compare(key, stage, parent, last, VERIFY_LOOKS[0], VERIFY_LOOKS[-1],
                                 lambda numbers: _at_looks(numbers, VERIFY_LOOKS, alpha))
-        commits = tuple(self.commits[i] for i in found.commits)
         if compared is None:
-            nan = math.nan
-            return Culprit(commits, self.commits[parent], nan, nan, nan, nan, 1.0, False)
+            self.between[key] = (None, [], 1.0, False)
+            return self.between[key]
         check = bisection.check_step(compared.numbers, alpha)
         e = check.estimate
         looks = sum(1 for n in VERIFY_LOOKS if n <= len(compared.numbers)) or 1
         p = min(1.0, check.p_value * looks) if math.isfinite(check.p_value) else 1.0
         big_enough = math.log(e.ratio) / self.initial_step >= MIN_PART_OF_STEP
         holds = bool(check.shown) and big_enough
-        self.probes.append(ProbeRecord("verify", self.commits[last],
-                                       "holds" if holds else "does-not-hold", e.ratio, e.low,
-                                       e.high, len(compared.numbers), compared.seconds, p,
+        said = "holds" if holds else "does-not-hold"
+        self.probes.append(ProbeRecord(stage, self.commits[last], said, e.ratio, e.low, e.high,
+                                       len(compared.numbers), compared.seconds, p,
                                        compared.replayed))
-        self._tell("verify", last, len(compared.numbers), e.ratio,
-                   "holds" if holds else "does not hold", compared.seconds)
-        return Culprit(commits, self.commits[parent], e.ratio, e.low, e.high, p,
+        self._tell(stage, last, len(compared.numbers), e.ratio, said.replace("-", " "),
+                   compared.seconds)
+        self.between[key] = (check, compared.numbers, p, holds)
+        return self.between[key]
+
+    def split_check(self, middle: int, upper: int, decision: bisection.ProbeDecision
+                    ) -> bisection.ProbeDecision:
+        """A partial verdict at `middle` whose upper part would be searched first, checked
+        by running the range's upper end against it: the verdict stands when that step
+        holds, as a verification's would; else the commit is like-bad, with the one-sided
+        p-value of a part of `MIN_PART_OF_STEP` of the step above it as its error. A
+        commit at the upper end's level can look partial when that level, or the commit's
+        own, is off by a checkout's offset; the part it splits off would hold nothing and
+        cost a probe a commit (docs/method.md, "The search")."""
+        check, numbers, _, holds = self._between(middle, upper, "split")
+        if holds or check is None:
+            return decision
+        error = bisection.part_short_p(numbers, MIN_PART_OF_STEP * self.initial_step)
+        revised = dataclasses.replace(decision, verdict=bisection.ProbeVerdict.LIKE_BAD,
+                                      error=error)
+        for i in range(len(self.probes) - 1, -1, -1):  # the probe's own record says so too
+            if self.probes[i].stage == "probe" and self.probes[i].commit == self.commits[middle]:
+                self.probes[i] = dataclasses.replace(self.probes[i], verdict="like-bad",
+                                                     error=error)
+                break
+        return revised
+
+    def verify(self, found: Found) -> Culprit:
+        """The part `found`'s last commit against its parent, with more pairs."""
+        check, _, p, holds = self._between(found.parent, found.last, "verify")
+        commits = tuple(self.commits[i] for i in found.commits)
+        parent = self.commits[found.parent]
+        if check is None:
+            nan = math.nan
+            return Culprit(commits, parent, nan, nan, nan, nan, 1.0, False)
+        e = check.estimate
+        return Culprit(commits, parent, e.ratio, e.low, e.high, p,
                        bisection.culprit_error(found.errors, p), holds)
+
+    def found(self, part: Found) -> bool:
+        """Verify a part as soon as the search finds it; whether the parts that hold now
+        explain at least `EXPLAINED_AT_LEAST` of the confirmed step, so that the search
+        may stop: what is left could not hold a part of `MIN_PART_OF_STEP` of it."""
+        self.verified.append(self.verify(part))
+        explained = sum(math.log(c.ratio) for c in self.verified if c.holds)
+        return explained / self.initial_step >= EXPLAINED_AT_LEAST
 
     # -- the bisect ----------------------------------------------------------------------
 
@@ -419,12 +469,14 @@ class _Bisect:
         if check.shown:
             self.at_bad_level.append(self.groups[-1])
             searched = search_range(len(self.commits), self.initial_step, self.probe,
-                                    too_small=self.too_small)
-            verified = [self.verify(f) for f in searched.found]
+                                    too_small=self.too_small, split_check=self.split_check,
+                                    on_found=self.found)
+            verified = self.verified
             result.culprits = sorted((c for c in verified if c.holds),
                                      key=lambda c: -abs(math.log(c.ratio)))
             result.rejected = [c for c in verified if not c.holds]
             result.capped = searched.capped
+            result.left_unsearched = searched.left_unsearched
             result.verdict = ("culprit" if result.culprits and
                               not any(c.is_range for c in result.culprits) else "range")
             result.explained = (sum(math.log(c.ratio) for c in result.culprits) /

@@ -15,6 +15,14 @@ probe cannot place within its cap say that the range's two levels are too close 
 commit would cost a cap each. A range the caller calls too small to hold is left after its
 first can't-tell. A range with nothing left to probe inside is the answer: one commit when its ends are
 neighbours, else the stretch after its lower end (`range`), never a guess inside it.
+
+Two hooks let the caller spend a comparison where a noisy level would cost many. A partial
+verdict whose part above the probed commit looks at least as large as the part below (so it
+would be searched first) is handed to `split_check`, which may call it like-bad: a commit
+at the upper end's level that a noisy level made look partial splits off a part that holds
+nothing. And each part is handed to `on_found` as soon as it is found, which may end the
+search: once the parts that hold explain the step, what is left cannot hold a part large
+enough to verify.
 """
 
 from __future__ import annotations
@@ -26,8 +34,8 @@ from typing import Callable
 
 from kscperf.stats.bisection import ProbeDecision, ProbeVerdict
 
-__all__ = ["Found", "Searched", "Prober", "TooSmall", "search_range", "default_max_probes",
-           "CANT_TELLS_A_RANGE"]
+__all__ = ["Found", "Searched", "Prober", "TooSmall", "SplitCheck", "OnFound", "search_range",
+           "default_max_probes", "CANT_TELLS_A_RANGE"]
 
 # Commits of one range that may say can't-tell before the range is left unsplit: its
 # middle and one neighbour.
@@ -39,6 +47,11 @@ Prober = Callable[[int, float, float], "ProbeDecision | None"]
 # Told a range's (lower-end level, upper-end level); says whether its step is too small to
 # hold at verification.
 TooSmall = Callable[[float, float], bool]
+# Told (probed commit, the range's upper end, the partial verdict); says the verdict to act
+# on: the same, or like-bad when no part lies above the commit.
+SplitCheck = Callable[[int, int, ProbeDecision], ProbeDecision]
+# Told a part as soon as it is found; says whether the search may stop there.
+OnFound = Callable[["Found"], bool]
 
 
 @dataclass(frozen=True)
@@ -68,12 +81,14 @@ class Found:
 
 @dataclass(frozen=True)
 class Searched:
-    """What the search found (largest part first), which commits were untestable, and
-    whether it stopped at its probe cap with ranges left unsplit."""
+    """What the search found (largest part first), which commits were untestable,
+    whether it stopped at its probe cap with ranges left unsplit, and how many ranges it
+    left unsearched because `on_found` said the step was explained."""
 
     found: list[Found]
     untestable: list[int]
     capped: bool
+    left_unsearched: int = 0
 
 
 @dataclass(order=True)
@@ -95,14 +110,17 @@ def default_max_probes(count: int) -> int:
 
 
 def search_range(count: int, step_level: float, probe: Prober, *,
-                 max_probes: int | None = None, too_small: TooSmall | None = None
+                 max_probes: int | None = None, too_small: TooSmall | None = None,
+                 split_check: SplitCheck | None = None, on_found: OnFound | None = None
                  ) -> Searched:
     """The parts of a step of log size `step_level` among commits 0..count-1, found with
     `probe` (see the module docstring). Promises: every `Found` lies inside 0..count-1
     with no untestable commit left between its ends, and untold ones only where its range
     was left at `CANT_TELLS_A_RANGE` can't-tells (one when `too_small`); no commit is
     probed twice for the same range; at most `max_probes` probes (default `default_max_probes`), after which
-    the ranges left are returned as they stand (`capped`)."""
+    the ranges left are returned as they stand (`capped`); `split_check` is asked only of
+    a partial verdict whose upper part is at least as large as its lower; once `on_found`
+    says True, no further range is probed or found (`left_unsearched` counts them)."""
     cap = default_max_probes(count) if max_probes is None else max_probes
     untestable: set[int] = set()
     found: list[Found] = []
@@ -118,6 +136,9 @@ def search_range(count: int, step_level: float, probe: Prober, *,
         if not inner or probes >= cap or given_up:
             capped |= bool(inner) and not given_up
             found.append(Found(r.lo, r.hi, r.low_level, r.high_level, r.errors))
+            if on_found is not None and on_found(found[-1]):
+                found.sort(key=lambda f: -abs(f.high_level - f.low_level))
+                return Searched(found, sorted(untestable), capped, len(todo))
             continue
         middle = min(inner, key=lambda i: (abs(2 * i - r.lo - r.hi), i))
         decision = probe(middle, r.low_level, r.high_level)
@@ -126,6 +147,9 @@ def search_range(count: int, step_level: float, probe: Prober, *,
             heapq.heappush(todo, r)
             continue
         probes += 1
+        if (split_check is not None and decision.verdict is ProbeVerdict.PARTIAL
+                and abs(r.high_level - decision.level) >= abs(decision.level - r.low_level)):
+            decision = split_check(middle, r.hi, decision)
         for part in _parts(r, middle, decision):
             order += 1
             part.order = order

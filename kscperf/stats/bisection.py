@@ -32,7 +32,7 @@ from kscperf.stats import core as stats
 
 __all__ = ["DEFAULT_ERROR", "DEFAULT_MAX_PAIRS", "ProbeVerdict", "ProbeDecision", "StepCheck", "MIN_PROBE_PAIRS", "MIN_PAIR_SD",
            "RULED_OUT_WITHIN", "NO_STEP_WITHIN", "probe_decision", "pooled_sd", "pairs_estimate",
-           "check_step", "culprit_error"]
+           "check_step", "culprit_error", "part_short_p"]
 
 # The chance of a wrong culprit a bisect is allowed, by default: its probes' and its
 # verification's error rates are set from it.
@@ -200,6 +200,24 @@ def probe_decision(numbers: Sequence[float], low_level: float, high_level: float
         return ProbeDecision(ProbeVerdict.PARTIAL, level, est.low, est.high,
                              math.exp(-toward_middle) + math.exp(toward_upper), n)
     return undecided
+
+
+def part_short_p(numbers: Sequence[float], part_level: float) -> float:
+    """The one-sided t-test's p-value of a part of log size `part_level` (its sign the
+    step's direction) between two commits whose pair numbers are `numbers`: the chance of
+    numbers at least this far short of it if the part were that large. It bounds the error
+    of saying that no part of that size lies there. 1 for fewer than two numbers."""
+    k = len(numbers)
+    if k < 2:
+        return 1.0
+    toward = math.copysign(1.0, part_level)
+    short = abs(part_level) - toward * statistics.fmean(numbers)
+    se = statistics.stdev(numbers) / math.sqrt(k)
+    if se == 0.0:
+        return 0.0 if short > 0.0 else 1.0
+    from scipy import stats as sps
+
+    return float(sps.t.sf(short / se, k - 1))
 
 
 def culprit_error(probe_errors: Sequence[float], verify_p: float) -> float:

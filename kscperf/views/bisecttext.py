@@ -77,6 +77,9 @@ def _notes(r: BisectResult) -> list[str]:
         elif r.not_all_explained:
             notes.append(f"the culprits explain {r.explained * 100:.0f}% of the step"
                          + ("; the search stopped at its probe cap" if r.capped else ""))
+        if r.left_unsearched:
+            notes.append(f"the culprits explain the step, so {r.left_unsearched} range(s) "
+                         "split off by partial probes were left unsearched")
     for c in r.rejected:
         notes.append(f"{c.commits[-1].short} did not hold against its parent "
                      f"{c.parent.short} ({_ratio(c.ratio)})")
@@ -138,7 +141,8 @@ def bisect_json(r: BisectResult) -> dict[str, Any]:
     `ratio_high`, `p_value`, `error`, and `commits`, several for a range); `rejected`;
     `probes` (each with `commit`, `verdict`, `ratio`, `ratio_low`, `ratio_high`, `pairs`,
     `seconds`, `stage` and `error`); `untestable` (commit and reason); `explained`,
-    `not_all_explained`, `capped`, `seconds`, `builds_run`, `state_file`."""
+    `not_all_explained`, `capped`, `left_unsearched`, `seconds`, `builds_run`,
+    `state_file`."""
     def probe(p: ProbeRecord) -> dict[str, Any]:
         return {"stage": p.stage, "commit": p.commit.sha, "verdict": p.verdict,
                 "ratio": _number(p.ratio), "ratio_low": _number(p.ratio_low),
@@ -152,5 +156,6 @@ def bisect_json(r: BisectResult) -> dict[str, Any]:
             "probes": [probe(p) for p in r.probes],
             "untestable": [{"commit": c.sha, "reason": why} for c, why in r.untestable],
             "explained": _number(r.explained), "not_all_explained": r.not_all_explained,
-            "capped": r.capped, "seconds": round(r.seconds, 3), "builds_run": r.builds_run,
+            "capped": r.capped, "left_unsearched": r.left_unsearched,
+            "seconds": round(r.seconds, 3), "builds_run": r.builds_run,
             "state_file": r.state_path}
