@@ -174,17 +174,19 @@ def test_a_commit_that_cannot_tell_is_skipped_for_its_neighbour() -> None:
     assert [list(f.commits) for f in searched.found] == [[8, 9]]
 
 
-def _false_partial_at(partial: int, level: float) -> tuple[list[int], Any]:
-    """A culprit at 50 of 64 whose probe at `partial` says partial at `level` (a noisy
-    confirmation's doing), every commit after it can't-tell: the probes asked, and the probe."""
-    planted = _Planted(_levels(64, {50: STEP}))
+def _false_partial_at(partial: int, level: float, culprit: int = 50,
+                      cant_tell_after: bool = True) -> tuple[list[int], Any]:
+    """A culprit at `culprit` of 64 whose probe at `partial` says partial at `level` (a
+    noisy confirmation's doing), every commit after it can't-tell when `cant_tell_after`:
+    the probes asked, and the probe."""
+    planted = _Planted(_levels(64, {culprit: STEP}))
     asked: list[int] = []
 
     def probe(i: int, low: float, high: float) -> ProbeDecision | None:
         asked.append(i)
         if i == partial:
             return ProbeDecision(ProbeVerdict.PARTIAL, level, 1.0, 1.0, 0.001, 10)
-        if i > partial:
+        if cant_tell_after and i > partial:
             return ProbeDecision(ProbeVerdict.CANT_TELL, STEP, 1.0, 1.0, math.nan, 48)
         return planted(i, low, high)
 
@@ -218,15 +220,8 @@ def test_a_false_partial_whose_upper_part_holds_nothing_is_called_like_bad() -> 
     # A culprit at 20: the probe of 31 (at the bad level) says partial at a third of the
     # step, so the part above it would be searched first; the split check finds no step
     # above 31, the verdict becomes like-bad, and the search goes on below it alone.
-    planted = _Planted(_levels(64, {20: STEP}))
-    asked: list[int] = []
+    asked, probe = _false_partial_at(31, STEP / 3, culprit=20, cant_tell_after=False)
     checked: list[tuple[int, int]] = []
-
-    def probe(i: int, low: float, high: float) -> ProbeDecision | None:
-        asked.append(i)
-        if i == 31:
-            return ProbeDecision(ProbeVerdict.PARTIAL, STEP / 3, 1.0, 1.0, 0.002, 4)
-        return planted(i, low, high)
 
     def split_check(middle: int, upper: int, d: ProbeDecision) -> ProbeDecision:
         checked.append((middle, upper))
@@ -256,15 +251,8 @@ def test_the_search_stops_once_the_found_parts_explain_the_step() -> None:
     # A false partial at 47 (the culprit is 50, 47 at the good level) leaves the part
     # 31..47 below it; the part above is larger and is searched first, and once its
     # culprit is found (and, for the caller, holds) nothing else is probed.
-    planted = _Planted(_levels(64, {50: STEP}))
-    asked: list[int] = []
+    asked, probe = _false_partial_at(47, 0.3 * STEP, cant_tell_after=False)
     found: list[tuple[int, int]] = []
-
-    def probe(i: int, low: float, high: float) -> ProbeDecision | None:
-        asked.append(i)
-        if i == 47:
-            return ProbeDecision(ProbeVerdict.PARTIAL, 0.3 * STEP, 1.0, 1.0, 0.002, 5)
-        return planted(i, low, high)
 
     def on_found(part: Found) -> bool:
         found.append((part.parent, part.last))

@@ -20,7 +20,7 @@ import os
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from kscperf.bisect import builds as _builds
 from kscperf.bisect.builds import Commit, Environment
@@ -427,11 +427,11 @@ class _Bisect:
         error = bisection.part_short_p(numbers, MIN_PART_OF_STEP * self.initial_step)
         revised = dataclasses.replace(decision, verdict=bisection.ProbeVerdict.LIKE_BAD,
                                       error=error)
-        for i in range(len(self.probes) - 1, -1, -1):  # the probe's own record says so too
-            if self.probes[i].stage == "probe" and self.probes[i].commit == self.commits[middle]:
-                self.probes[i] = dataclasses.replace(self.probes[i], verdict="like-bad",
-                                                     error=error)
-                break
+        # The probe's own record, appended just before the split check ran, says so too.
+        at = next(i for i in range(len(self.probes) - 1, -1, -1)
+                  if self.probes[i].stage == "probe")
+        assert self.probes[at].commit == self.commits[middle]
+        self.probes[at] = dataclasses.replace(self.probes[at], verdict="like-bad", error=error)
         return revised
 
     def verify(self, found: Found) -> Culprit:
@@ -451,8 +451,11 @@ class _Bisect:
         explain at least `EXPLAINED_AT_LEAST` of the confirmed step, so that the search
         may stop: what is left could not hold a part of `MIN_PART_OF_STEP` of it."""
         self.verified.append(self.verify(part))
-        explained = sum(math.log(c.ratio) for c in self.verified if c.holds)
-        return explained / self.initial_step >= EXPLAINED_AT_LEAST
+        return self._explained(c for c in self.verified if c.holds) >= EXPLAINED_AT_LEAST
+
+    def _explained(self, culprits: Iterable[Culprit]) -> float:
+        """The share of the confirmed log step that `culprits` explain."""
+        return sum(math.log(c.ratio) for c in culprits) / self.initial_step
 
     # -- the bisect ----------------------------------------------------------------------
 
@@ -479,8 +482,7 @@ class _Bisect:
             result.left_unsearched = searched.left_unsearched
             result.verdict = ("culprit" if result.culprits and
                               not any(c.is_range for c in result.culprits) else "range")
-            result.explained = (sum(math.log(c.ratio) for c in result.culprits) /
-                                self.initial_step)
+            result.explained = self._explained(result.culprits)
         result.untestable = [(self.commits[i], why) for i, why in sorted(self.untestable.items())]
         result.seconds = time.monotonic() - self.t0
         result.builds_run = self.cache.built if self.cache is not None else 0

@@ -137,8 +137,7 @@ def search_range(count: int, step_level: float, probe: Prober, *,
             capped |= bool(inner) and not given_up
             found.append(Found(r.lo, r.hi, r.low_level, r.high_level, r.errors))
             if on_found is not None and on_found(found[-1]):
-                found.sort(key=lambda f: -abs(f.high_level - f.low_level))
-                return Searched(found, sorted(untestable), capped, len(todo))
+                break
             continue
         middle = min(inner, key=lambda i: (abs(2 * i - r.lo - r.hi), i))
         decision = probe(middle, r.low_level, r.high_level)
@@ -155,7 +154,7 @@ def search_range(count: int, step_level: float, probe: Prober, *,
             part.order = order
             heapq.heappush(todo, part)
     found.sort(key=lambda f: -abs(f.high_level - f.low_level))
-    return Searched(found, sorted(untestable), capped)
+    return Searched(found, sorted(untestable), capped, len(todo))
 
 
 def _parts(r: _Range, middle: int, d: ProbeDecision) -> list[_Range]:

@@ -207,17 +207,15 @@ def part_short_p(numbers: Sequence[float], part_level: float) -> float:
     step's direction) between two commits whose pair numbers are `numbers`: the chance of
     numbers at least this far short of it if the part were that large. It bounds the error
     of saying that no part of that size lies there. 1 for fewer than two numbers."""
-    k = len(numbers)
-    if k < 2:
+    e = pairs_estimate(numbers)
+    if not math.isfinite(e.ratio):
         return 1.0
-    toward = math.copysign(1.0, part_level)
-    short = abs(part_level) - toward * statistics.fmean(numbers)
-    se = statistics.stdev(numbers) / math.sqrt(k)
-    if se == 0.0:
+    short = abs(part_level) - math.copysign(1.0, part_level) * math.log(e.ratio)
+    if e.se_log == 0.0:
         return 0.0 if short > 0.0 else 1.0
     from scipy import stats as sps
 
-    return float(sps.t.sf(short / se, k - 1))
+    return float(sps.t.sf(short / e.se_log, e.df))
 
 
 def culprit_error(probe_errors: Sequence[float], verify_p: float) -> float:
