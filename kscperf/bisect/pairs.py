@@ -80,13 +80,13 @@ def planned_paths(paths: Sequence[str], root: str) -> tuple[str, ...]:
 def run_comparison(config: RunConfig, base: Environment, new: Environment, plan_root: str,
                    output_dir: str, *, first_pairs: int, max_pairs: int,
                    more_after: Callable[[list[float]], int],
-                   restart_ratio: float = 1.0) -> Compared:
+                   restart_ratio: float = 0.0) -> Compared:
     """BASE and NEW in lockstep over the cells of `config` (paths read from `plan_root`'s
     checkout, each build reading its own copy), files in `output_dir`. After
     `first_pairs` pairs and each further round, `more_after(numbers)` says how many pairs
-    to add (0: enough); never more than `max_pairs` in all. A failed worker ends it. The
-    zygotes restart as `--until-resolved`'s do (`restart_ratio`, as `Session.run` takes
-    it; 0.0 gives every pair its own, at several times the wall time)."""
+    to add (0: enough); never more than `max_pairs` in all. A failed worker ends it. Every
+    pair has its own zygotes (`restart_ratio` 0.0, as `Session.run` takes it; the null
+    calibration of tools/bisect-bench sets a larger one to show why)."""
     config = dataclasses.replace(config, processes=first_pairs,
                                  paths=planned_paths(config.paths, plan_root))
     builds = [Build(label=e.label, python=e.python, env=e.env,

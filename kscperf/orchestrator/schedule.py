@@ -213,11 +213,11 @@ def run_cells_lockstep(rounds: list[tuple[int, PlannedCell]], options: RunOption
     After `rounds`, the rounds `more` gives are run the same way, until it gives none.
     `fresh_zygotes` (None: never) restarts both launchers at a new process index once the
     pairs since the last start took at least `fresh_zygotes` times as long as that start
-    did: every worker of a zygote inherits its memory layout, which can make one build of
-    an A/A pair a few percent faster for a whole run, and fresh zygotes turn that into
-    noise that varies between pairs. 1.0 spends at most half the wall time on restarts
-    (`--until-resolved`); 0.0 gives every pair its own zygotes (`bisect`, whose tests take
-    pairs as independent) (docs/method.md, "Fresh zygotes").
+    did: every worker of a zygote inherits its memory layout, which made one build of an
+    A/A pair up to 6 % faster for a whole run on an Intel VM, and fresh zygotes turn that
+    into noise that varies between pairs. 0.0, every lockstep run's setting, gives every
+    pair its own zygotes, so that process pairs are the independent replicates the
+    intervals take them for (docs/method.md, "Fresh zygotes").
     `module_roots` gives each build's (planned root, own root): a definition module under
     the planned root is read by that build's workers from the same place under its own
     (`bisect`: each commit's checkout holds its own benchmark module). `explain` gives a

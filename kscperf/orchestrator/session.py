@@ -250,7 +250,7 @@ class Session:
             on_look: OnLook | None = None,
             on_running: OnRunning | None = None,
             stopping: StoppingRule | None = None,
-            restart_ratio: float = 1.0) -> SessionResult:
+            restart_ratio: float = 0.0) -> SessionResult:
         """Run every worker, write each build's results file (partial ones along the way,
         marked incomplete), and return what was done. Ctrl-C and SIGTERM stop the run
         after writing what was measured (`interrupted`); an OSError does too, then raises
@@ -258,9 +258,10 @@ class Session:
         until every cell is resolved or the budget is spent, `on_look` told after each
         round. `on_running` is told every few seconds what the running worker is doing
         (not in lockstep). In lockstep, `stopping` (given the cells and the results gathered
-        so far, appended to as workers end) is another source of further rounds; with
-        further rounds the zygotes restart as `schedule.run_cells_lockstep` does with
-        `fresh_zygotes=restart_ratio`."""
+        so far, appended to as workers end) is another source of further rounds. In
+        lockstep both zygotes restart at each new process index, as
+        `schedule.run_cells_lockstep` does with `fresh_zygotes=restart_ratio` (0.0: every
+        pair its own zygotes; a larger ratio only in the bench that measures why)."""
         rounds = plan.plan_rounds(self.selection.cells, self.profile.processes)
         gathered: list[list[CellResult]] = [[] for _ in self.builds]
         if not self.lockstep:
@@ -285,10 +286,11 @@ class Session:
         more = stopping(self.selection.cells, gathered) if self.lockstep and stopping else None
         with _sigterm_interrupts():
             t0 = time.perf_counter()
-            # A stopping rule's pairs are replicates: fresh zygotes make them independent.
+            # Process pairs are the replicates of every lockstep interval: fresh zygotes
+            # make them independent.
             interrupted = self._run_workers(rounds, on_result, writer, more, on_running,
-                                            fresh_zygotes=None if more is None
-                                            else restart_ratio)
+                                            fresh_zygotes=restart_ratio if self.lockstep
+                                            else None)
             wall_s = time.perf_counter() - t0
             writer.write(complete=not interrupted)
         loaded = [] if interrupted else [
