@@ -74,14 +74,6 @@ def test_untestable_commits_before_the_culprit_make_a_range(tmp_path: Path) -> N
     assert all("exited 1" in u["reason"] for u in result["untestable"])
 
 
-# Known broken on the Intel VM of 2026-12-05: two checkouts of identical code read 3-5 %
-# apart there in lockstep (1.031x [1.010x, 1.051x], 1.046x [1.029x, 1.064x] over 8 pairs),
-# beyond the ±1 % band, so the A/A range is bisected and sometimes a culprit named. It
-# passed on the AMD VM of every earlier session. Not strict, so that CI stays green where
-# it passes; the cause is open (docs/validation.md, "The split check and the early stop,
-# on an Intel VM"), and this marker goes when it is fixed.
-@pytest.mark.xfail(strict=False, reason="checkout offsets of 3-5 % on some VMs "
-                   "(docs/validation.md, Bisecting: on an Intel VM)")
 def test_a_range_without_a_step_is_not_reproduced(tmp_path: Path) -> None:
     shas = make_repo(tmp_path / "repo", Scenario(commits=6))
     proc = subprocess.run(_bisect_args(tmp_path / "repo", tmp_path / "cache", shas[0],

@@ -102,6 +102,11 @@ def test_a_build_that_crashes_is_failing_now_and_the_other_keeps_its_values(
     assert (base["metadata"]["lockstep_role"], new["metadata"]["lockstep_role"]) == \
         ("base", "new")
     assert new["metadata"]["build_env"] == "KSCPERF_TEST_WORK_FAULT=crash"
+    # Each pair has its own zygotes (a zygote's layout offsets all its workers alike): no two
+    # processes of a side share one.
+    for doc in (base, new):
+        zygotes = [r["metadata"]["zygote"] for r in doc["kscperf"]["runs"] if r["tool"] == "pt"]
+        assert len(zygotes) == 2 and len(set(zygotes)) == 2, zygotes
 
 
 def test_a_build_that_hangs_times_out_alone(tmp_path: Path) -> None:
