@@ -51,6 +51,44 @@ def test_noise_as_large_as_the_step_leaves_a_probe_undecided() -> None:
     assert d.verdict is ProbeVerdict.CANT_TELL and math.isnan(d.error)
 
 
+def _alternating(level: float, n: int, sd: float) -> list[float]:
+    return [level + (sd if k % 2 else -sd) for k in range(n)]
+
+
+def test_a_probe_at_its_cap_takes_the_side_of_the_midway_level_its_mean_is_on() -> None:
+    # A like-bad commit measured at 80 % of the step (an end's level misestimated), its
+    # pairs spread 60 % of the step: both sequential tests are still open at 48 pairs, but
+    # the mean lies far above the midway level. Only the last look (final) decides on it.
+    sd = 0.6 * STEP
+    numbers = _alternating(0.8 * STEP, 48, sd)
+    assert bisection.probe_decision(numbers, 0.0, STEP, sd, 0.0125).verdict is \
+        ProbeVerdict.CANT_TELL
+    d = bisection.probe_decision(numbers, 0.0, STEP, sd, 0.0125, final=True)
+    assert d.verdict is ProbeVerdict.LIKE_BAD and 0.0 < d.error <= 0.0125
+    # The same toward the good end, and a speed-up oriented like a slow-down.
+    d = bisection.probe_decision(_alternating(0.2 * STEP, 48, sd), 0.0, STEP, sd, 0.0125,
+                                 final=True)
+    assert d.verdict is ProbeVerdict.LIKE_GOOD and 0.0 < d.error <= 0.0125
+    d = bisection.probe_decision([-x for x in numbers], 0.0, -STEP, sd, 0.0125, final=True)
+    assert d.verdict is ProbeVerdict.LIKE_BAD
+    # Open, and not far enough from the midway level, it stays can't-tell.
+    d = bisection.probe_decision(_alternating(0.62 * STEP, 48, STEP), 0.0, STEP, STEP, 0.0125,
+                                 final=True)
+    assert d.verdict is ProbeVerdict.CANT_TELL and math.isnan(d.error)
+
+
+def test_the_truncated_probe_error_rate_holds_on_simulated_pairs() -> None:
+    # 2,000 probes at the midway level (the hypothesis the last look's test is against),
+    # run to 48 pairs as a probe is at its cap: on either side at most alpha of the time.
+    rng = random.Random(11)
+    decided = 0
+    for _ in range(2000):
+        numbers = [rng.gauss(STEP / 2, STEP) for _ in range(48)]
+        d = bisection.probe_decision(numbers, 0.0, STEP, STEP, 0.05, final=True)
+        decided += d.verdict in (ProbeVerdict.LIKE_GOOD, ProbeVerdict.LIKE_BAD)
+    assert decided <= 2 * 0.05 * 2000 * 1.3
+
+
 def test_the_probe_error_rate_holds_on_simulated_pairs() -> None:
     # 2,000 probes of a commit at the good level, 3 to 24 pairs each: like-bad at most
     # alpha of the time (in truth far less, the bound being for the midway level).

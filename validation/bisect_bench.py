@@ -80,7 +80,7 @@ class Outcome:
     seconds: float
     load: float
     not_all_explained: bool = False
-    steps: list[str] = field(default_factory=list)  # each comparison: stage commit verdict pairs
+    steps: list[str] = field(default_factory=list)  # each comparison: stage commit verdict pairs ratio
 
 
 def _answers(out: Outcome) -> list[set[int]]:
@@ -132,7 +132,7 @@ def _kscperf(repo: Path, shas: list[str], cache: Path) -> Outcome:
                         on_event=lambda e: loads.append(_load()))
     named = [index[c.commits[-1].sha] for c in result.culprits]
     ranges = [[index[x.sha] for x in c.commits] for c in result.culprits if c.is_range]
-    steps = [f"{p.stage} {index[p.commit.sha]} {p.verdict} {p.pairs}"
+    steps = [f"{p.stage} {index[p.commit.sha]} {p.verdict} {p.pairs} {p.ratio:.4f}"
              for p in [result.step, *result.probes]]
     return Outcome(result.verdict, named, [c.error for c in result.culprits], ranges,
                    len(result.probes) + 1, time.monotonic() - t0, statistics.fmean(loads),

@@ -348,7 +348,8 @@ class _Bisect:
         alpha = self.request.error / 4.0
 
         def decide(numbers: Sequence[float]) -> bisection.ProbeDecision:
-            return bisection.probe_decision(numbers, low_level, high_level, sd, alpha)
+            return bisection.probe_decision(numbers, low_level, high_level, sd, alpha,
+                                            final=len(numbers) >= self.request.max_pairs)
 
         key = f"probe {self.commits[index].sha} {low_level!r} {high_level!r}"
         compared = self.compare(key, "probe", 0, index, bisection.MIN_PROBE_PAIRS,

@@ -22,6 +22,7 @@ that ratio, whenever the probe stopped (docs/method.md, "Bisecting a step").
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
 import statistics
@@ -157,7 +158,8 @@ def _log_likelihood_ratio(ys: Sequence[float], lower: float, upper: float,
 
 
 def probe_decision(numbers: Sequence[float], low_level: float, high_level: float, sd: float,
-                   alpha: float, *, min_pairs: int = MIN_PROBE_PAIRS) -> ProbeDecision:
+                   alpha: float, *, min_pairs: int = MIN_PROBE_PAIRS,
+                   final: bool = False) -> ProbeDecision:
     """The verdict of a probe whose pair numbers (log level over the good end) are
     `numbers`, between the range's lower-end level `low_level` and upper-end level
     `high_level` (either may be the larger: a step may be a speed-up), with pair spread
@@ -170,7 +172,10 @@ def probe_decision(numbers: Sequence[float], low_level: float, high_level: float
     numbers' (1 - alpha) t interval lies strictly between the two levels; else can't-tell. `error` is the likelihood ratio of the nearest
     rejected hypothesis (for partial the sum of the two), at most alpha. Each number is
     first clipped to within one step of the range, so that one wild pair moves a test by a
-    bounded amount."""
+    bounded amount. At the probe's last look (`final`, its cap), the test is truncated: a
+    verdict still open is like-good or like-bad when the numbers' one-sided t-test puts
+    their level on that side of the midway level at `alpha`, with that p-value as its
+    error; else can't-tell."""
     n = len(numbers)
     est = pairs_estimate(numbers, alpha)
     level = statistics.fmean(numbers) if numbers else math.nan
@@ -199,7 +204,29 @@ def probe_decision(numbers: Sequence[float], low_level: float, high_level: float
     if toward_middle >= bound and toward_upper <= -bound and inside:
         return ProbeDecision(ProbeVerdict.PARTIAL, level, est.low, est.high,
                              math.exp(-toward_middle) + math.exp(toward_upper), n)
+    if final:
+        return _truncated(undecided, est, (low_level + high_level) / 2.0, width, alpha)
     return undecided
+
+
+def _truncated(undecided: ProbeDecision, est: stats.RatioEstimate, middle: float,
+               width: float, alpha: float) -> ProbeDecision:
+    """The verdict of a probe at its cap whose two sequential tests are both open: the
+    side of the midway level its one-sided t-test puts it on at `alpha`, else undecided.
+    A commit at one end's level whose measured level a checkout's offset or a misestimated
+    end moved toward the middle keeps the likelihood ratios short of 1/alpha for long,
+    while its mean already lies far from the midway level."""
+    if not est.se_log > 0.0:
+        return undecided
+    from scipy import stats as sps
+
+    # Oriented so that positive means toward the upper end, whichever way the step goes.
+    beyond = math.copysign(1.0, width) * (undecided.level - middle)
+    p = float(sps.t.sf(abs(beyond) / est.se_log, est.df))
+    if p > alpha:
+        return undecided
+    verdict = ProbeVerdict.LIKE_BAD if beyond > 0.0 else ProbeVerdict.LIKE_GOOD
+    return dataclasses.replace(undecided, verdict=verdict, error=p)
 
 
 def part_short_p(numbers: Sequence[float], part_level: float) -> float:
