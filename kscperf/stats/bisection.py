@@ -137,9 +137,7 @@ def check_step(numbers: Sequence[float], alpha: float) -> StepCheck:
         return StepCheck(None, e, math.nan)
     beyond = abs(math.log(e.ratio)) - math.log1p(NO_STEP_WITHIN)
     if e.se_log > 0.0:
-        from scipy import stats as sps
-
-        p = float(min(1.0, 2.0 * sps.t.sf(beyond / e.se_log, e.df)))
+        p = min(1.0, 2.0 * _t_tail(beyond, e))
     else:  # identical numbers: the step is known exactly, beyond the band or not
         p = 0.0 if beyond > 0.0 else 1.0
     if e.low >= 1.0 / (1.0 + RULED_OUT_WITHIN) and e.high <= 1.0 + RULED_OUT_WITHIN:
@@ -218,15 +216,21 @@ def _truncated(undecided: ProbeDecision, est: stats.RatioEstimate, middle: float
     while its mean already lies far from the midway level."""
     if not est.se_log > 0.0:
         return undecided
-    from scipy import stats as sps
-
     # Oriented so that positive means toward the upper end, whichever way the step goes.
     beyond = math.copysign(1.0, width) * (undecided.level - middle)
-    p = float(sps.t.sf(abs(beyond) / est.se_log, est.df))
+    p = _t_tail(abs(beyond), est)
     if p > alpha:
         return undecided
     verdict = ProbeVerdict.LIKE_BAD if beyond > 0.0 else ProbeVerdict.LIKE_GOOD
     return dataclasses.replace(undecided, verdict=verdict, error=p)
+
+
+def _t_tail(distance: float, e: stats.RatioEstimate) -> float:
+    """The one-sided t tail beyond `distance` (in log units) of estimate `e`, whose
+    standard error is positive: the chance of its mean lying that far off or farther."""
+    from scipy import stats as sps
+
+    return float(sps.t.sf(distance / e.se_log, e.df))
 
 
 def part_short_p(numbers: Sequence[float], part_level: float) -> float:
@@ -240,9 +244,7 @@ def part_short_p(numbers: Sequence[float], part_level: float) -> float:
     short = abs(part_level) - math.copysign(1.0, part_level) * math.log(e.ratio)
     if e.se_log == 0.0:
         return 0.0 if short > 0.0 else 1.0
-    from scipy import stats as sps
-
-    return float(sps.t.sf(short / e.se_log, e.df))
+    return _t_tail(short, e)
 
 
 def culprit_error(probe_errors: Sequence[float], verify_p: float) -> float:
