@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -29,6 +30,14 @@ def run_benchmarks_command() -> list[str]:
     """The installed `run-benchmarks` script of this interpreter's environment."""
     script = Path(sys.executable).with_name("run-benchmarks")
     return [str(script)] if script.exists() else [sys.executable, "-m", "kscperf"]
+
+
+def default_sigint() -> None:
+    """A `preexec_fn` for a child that a test interrupts with SIGINT, as Ctrl-C does: a shell
+    without job control starts background commands with SIGINT ignored, the child inherits
+    that, and a Python started so never turns SIGINT into KeyboardInterrupt. The child gets
+    the default instead, as at a terminal."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def cli(*args: str | os.PathLike[str], cwd: str | os.PathLike[str] | None = None,

@@ -20,6 +20,7 @@ import pytest
 
 from kscperf import api
 from kscperf.views import confirm
+from runner_testing import default_sigint
 from validation.bisect_repo import BENCH_PATH, BUILD_CMD, CELL, ENV_ARG, Scenario, make_repo
 
 pytestmark = pytest.mark.integration
@@ -100,15 +101,12 @@ def test_a_range_without_a_step_is_not_reproduced(tmp_path: Path) -> None:
         assert "0 builds run" in again.stdout
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "a known bug since every lockstep pair has its own zygotes (fbbad57): in the CI run of "
-    "ba7ea8c, the Ctrl-C sent after the first probe was lost and the bisect ran to its end "
-    "(exit 0); Ctrl-C during a zygote restart is to be fixed (issue 30's note, stop 43)"))
 def test_an_interrupted_bisect_resumes_from_its_finished_comparisons(tmp_path: Path) -> None:
     shas = make_repo(tmp_path / "repo", Scenario(commits=12, reps_at={5: 112}))
     args = _bisect_args(tmp_path / "repo", tmp_path / "cache", shas[0], shas[-1])
     proc = subprocess.Popen(args + ["--format", "json"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+                            stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                            preexec_fn=default_sigint)
     assert proc.stderr is not None
     seen = []
     for line in proc.stderr:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from runner_testing import cli
+from runner_testing import cli, default_sigint
 
 pytestmark = pytest.mark.integration
 
@@ -175,10 +175,8 @@ def test_interrupt_writes_partial_then_resume_finishes(tmp_path: Path, sig: int)
     out = tmp_path / "run.json"
     cmd = [sys.executable, "-m", "kscperf", str(FAULTS / "healthy.py"), "--tools",
            "pt,ptnice", *quick, "-o", str(out)]
-    # A shell without job control starts background commands with SIGINT ignored, and a
-    # Python started so never turns it into KeyboardInterrupt: give the run the default.
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            preexec_fn=default_sigint)
     seen = []
     assert proc.stderr is not None
     for line in proc.stderr:
