@@ -25,7 +25,7 @@ from kscperf.paths import BISECT_CACHE, DEFAULT_STORE
 from kscperf.results import fileio as _fileio, merge as _merge
 from kscperf.results import files as _results
 from kscperf.stats import bisection as _bisection
-from kscperf.stats.core import DEFAULT_MIN_EFFECT
+from kscperf.stats.core import DEFAULT_MIN_EFFECT, INSTRUCTIONS_MIN_EFFECT
 from kscperf.views import report as _report
 
 __all__ = ["run", "run_checks", "run_ab", "load", "compare_builds", "write_report",
@@ -101,12 +101,15 @@ def _loaded(item: ResultsLike) -> _results.LoadedResults:
 
 def compare_builds(base: ResultsLike, new: ResultsLike, *,
                    min_effect: float = DEFAULT_MIN_EFFECT,
-                   force: bool = False) -> _compare.Comparison:
+                   force: bool = False,
+                   instructions_min_effect: float = INSTRUCTIONS_MIN_EFFECT
+                   ) -> _compare.Comparison:
     """NEW against BASE, benchmark by benchmark: ratio, interval, p-value, verdict, and
-    geometric means. Files from different machines, torch versions or profiles raise
+    geometric means; instruction counts (run --instructions) with their own minimum effect.
+    Files from different machines, torch versions, profiles or instruction counters raise
     KscperfError unless `force`."""
     return _compare.compare_builds(_loaded(base), _loaded(new), min_effect=min_effect,
-                                   force=force)
+                                   force=force, instructions_min_effect=instructions_min_effect)
 
 
 def write_report(builds: Sequence[ResultsLike], output: str, *, force: bool = False) -> str:

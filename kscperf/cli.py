@@ -21,7 +21,7 @@ from kscperf.errors import KscperfError
 from kscperf.paths import BISECT_CACHE, DEFAULT_STORE, RESULTS_DIR
 from kscperf.spec import COMPILE_CACHES, ISOLATIONS, WorkerSettings
 from kscperf.stats.bisection import DEFAULT_ERROR as DEFAULT_BISECT_ERROR, DEFAULT_MAX_PAIRS
-from kscperf.stats.core import DEFAULT_MIN_EFFECT
+from kscperf.stats.core import DEFAULT_MIN_EFFECT, INSTRUCTIONS_MIN_EFFECT
 
 __all__ = ["main", "build_parser"]
 
@@ -130,6 +130,21 @@ def _add_min_effect(p: argparse.ArgumentParser) -> None:
                    help="smallest relative change called faster/slower (default %(default)g)")
 
 
+def _add_instructions(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--instructions", action="store_true",
+                   help="after the timing, count each CPU cell's instructions per call "
+                        "under Valgrind's Callgrind (docs/method.md, 'Counting instructions')")
+    p.add_argument("--instruction-processes", type=_positive_int, default=2, metavar="N",
+                   help="counting processes per cell, 2 or more (default %(default)d)")
+
+
+def _add_instructions_min_effect(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--instructions-min-effect", type=_positive_float,
+                   default=INSTRUCTIONS_MIN_EFFECT,
+                   help="smallest relative change of an instruction count called "
+                        "faster/slower (default %(default)g)")
+
+
 def _add_format(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", choices=("table", "markdown", "json"), default="table",
                    help="how to print it (default %(default)s)")
@@ -167,6 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--report", metavar="HTML", help="also write the HTML report")
     run.add_argument("--baseline", metavar="FILE", help="compare with this build in --report")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    _add_instructions(run)
 
     ab = sub.add_parser(
         "ab", help="run two builds in lockstep and compare them",
@@ -194,6 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
     ab.add_argument("--replace", action="store_true", help="overwrite existing files")
     ab.add_argument("--report", metavar="HTML", help="also write the HTML report")
     _add_comparison(ab)
+    _add_instructions(ab)
+    _add_instructions_min_effect(ab)
     ab.add_argument("--until-resolved", action="store_true",
                     help="after the profile's process pairs, add pairs to every cell whose "
                          "run-time verdict is open until its interval is wholly beyond or "
@@ -217,6 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument("base", metavar="BASE")
     cmp_.add_argument("new", metavar="NEW")
     _add_comparison(cmp_)
+    _add_instructions_min_effect(cmp_)
     cmp_.add_argument("--force", action="store_true",
                       help="compare even across machines, torch versions or profiles")
     cmp_.add_argument("--explain", action="store_true", help="the op diff of each run-time "
@@ -477,10 +496,14 @@ def cmd_ab(args: argparse.Namespace) -> int:
         _err(f"interrupted: wrote what both builds measured so far to {written}, marked "
              "incomplete")
         return int(result.exit_status())
-    comparison = api.compare_builds(*result.loaded, min_effect=args.min_effect)
+    comparison = api.compare_builds(*result.loaded, min_effect=args.min_effect,
+                                    instructions_min_effect=args.instructions_min_effect)
     print(format_comparison(comparison, args.format, explain=explain))
     _err(f"{result.workers} worker pairs in {format_seconds(result.wall_s)} wall time; wrote "
          f"{written}")
+    if args.instructions:
+        _err("instructions: counted once both builds were timed, BASE then NEW, one after "
+             "the other (a count needs no lockstep)")
     runs = result.runs[0] + result.runs[1]
     unpaired = [r for r in runs if r.metadata.get("lockstep_unpaired_values")]
     if unpaired:
@@ -518,7 +541,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from kscperf.views.formatting import format_comparison
 
     comparison = api.compare_builds(args.base, args.new, min_effect=args.min_effect,
-                                    force=args.force)
+                                    force=args.force,
+                                    instructions_min_effect=args.instructions_min_effect)
     print(format_comparison(comparison, args.format, explain=_explain_which(args)))
     return 1 if args.fail_on_regression and comparison.has_regression else 0
 

@@ -7,6 +7,9 @@ that builds or parses `model/tool/task` (a cell) and
     model/tool/task/config           run time, seconds per call
     model/tool/task:compile          compile time of the cell, one value per process
     model/tool/task/config:prep      prep time of one config, one value per process
+    model/tool/task/config:instructions  instructions per call of one config, one value
+                                         per counting process (docs/method.md, "Counting
+                                         instructions")
 
 Imports nothing else of kscperf, and never torch.
 """
@@ -47,6 +50,7 @@ class Kind(enum.StrEnum):
     PREP = "prep"
     PEAK_RSS = "peak_rss"
     PEAK_CUDA = "peak_cuda"
+    INSTRUCTIONS = "instructions"
 
     @property
     def suffix(self) -> str:
@@ -55,7 +59,10 @@ class Kind(enum.StrEnum):
 
     @property
     def unit(self) -> str:
-        """pyperf's unit name of its values: "byte" for memory, else "second"."""
+        """pyperf's unit name of its values: "byte" for memory, "integer" for instruction
+        counts, else "second"."""
+        if self is Kind.INSTRUCTIONS:
+            return "integer"
         return "byte" if self in (Kind.PEAK_RSS, Kind.PEAK_CUDA) else "second"
 
     @property
@@ -76,7 +83,8 @@ class Kind(enum.StrEnum):
 
 
 _KIND_TITLES = {Kind.TIME: "run time", Kind.COMPILE: "compile time", Kind.PREP: "prep time",
-                Kind.PEAK_RSS: "peak RSS", Kind.PEAK_CUDA: "peak CUDA memory"}
+                Kind.PEAK_RSS: "peak RSS", Kind.PEAK_CUDA: "peak CUDA memory",
+                Kind.INSTRUCTIONS: "instructions"}
 
 
 def cell_name(model: str, tool: str, task: str) -> str:

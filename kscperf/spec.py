@@ -30,6 +30,7 @@ __all__ = [
     "ConfigResult",
     "CanaryProbe",
     "CellResult",
+    "callgrind_out_path",
     "partial_result_path",
     "phase_path",
     "TURN",
@@ -136,6 +137,10 @@ class CellSpec(WorkerSettings):
     loops: tuple[tuple[str, int], ...] = ()
     turns: tuple[str, ...] = ()
     turn_wait_s: float | None = None
+    # --instructions: this worker runs under Valgrind's Callgrind and counts each config's
+    # instructions per call (`ConfigResult.instructions`) instead of checking and timing
+    # it; its dumps are written at `callgrind_out_path(result path)`.
+    count_instructions: bool = False
 
     @property
     def name(self) -> str:
@@ -284,6 +289,9 @@ class ConfigResult:
     # --explain's profile of the config's ops, taken once its cell's configs were all
     # timed; None without it.
     op_profile: OpProfile | None = None
+    # A counting worker's (CellSpec.count_instructions) instructions per call; None in a
+    # timing worker's result.
+    instructions: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -300,6 +308,8 @@ class ConfigResult:
             del d["op_profile"]  # as clock_warning
         else:
             d["op_profile"] = self.op_profile.to_dict()
+        if self.instructions is None:
+            del d["instructions"]  # as clock_warning
         return d
 
     @classmethod
@@ -312,6 +322,8 @@ class ConfigResult:
         d["check"] = CheckResult.from_dict(d["check"]) if d.get("check") else None
         profile = d.get("op_profile")
         d["op_profile"] = OpProfile.from_dict(profile) if profile is not None else None
+        if d.get("instructions") is not None:
+            d["instructions"] = float(d["instructions"])
         return cls(**d)
 
 
@@ -405,6 +417,12 @@ class CellResult:
         panel = d.get("compile_panel")
         d["compile_panel"] = CompilePanel.from_dict(panel) if panel is not None else None
         return cls(**d)
+
+
+def callgrind_out_path(result_path: str) -> str:
+    """Where Callgrind writes the dumps of a counting worker whose result goes to
+    `result_path` (`valgrind --callgrind-out-file`; dump N is this path with `.N`)."""
+    return result_path + ".callgrind"
 
 
 def partial_result_path(result_path: str) -> str:

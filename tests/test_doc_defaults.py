@@ -20,7 +20,7 @@ from kscperf import cli
 from kscperf.orchestrator.session import RunConfig
 from kscperf.paths import DEFAULT_STORE, RESULTS_DIR
 from kscperf.spec import PROFILES
-from kscperf.stats.core import DEFAULT_MIN_EFFECT
+from kscperf.stats.core import DEFAULT_MIN_EFFECT, INSTRUCTIONS_MIN_EFFECT
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 API_MD = (DOCS / "api.md").read_text(encoding="utf-8")
@@ -44,12 +44,14 @@ def table_rows(text: str, header: str) -> list[list[str]]:
 
 
 def stated(text: str) -> Any:
-    """A default as the docs write it: `"fork"` or `fork`, 600, 1,000,000, 10 ms; the
+    """A default as the docs write it: `"fork"` or `fork`, 600, 1,000,000, 10 ms, False; the
     marker _UNSET for the words that mean nothing is set."""
     text = text.strip()
     if text.lower().startswith(_UNSET):
         return _UNSET
     text = text.strip("`")
+    if text in ("False", "True"):
+        return text == "True"
     if text.startswith('"') and text.endswith('"'):
         return text[1:-1]
     number = re.fullmatch(r"([\d,.]+)( ms)?", text)
@@ -139,6 +141,9 @@ def test_cli_prose_defaults() -> None:
     assert f"(default {DEFAULT_MIN_EFFECT:g}, {DEFAULT_MIN_EFFECT:.0%}" in \
         CLI_MD.replace("5 %", "5%")
     assert f"[--min-effect {DEFAULT_MIN_EFFECT:g}]" in CLI_MD
+    assert f"[--instructions-min-effect {INSTRUCTIONS_MIN_EFFECT:g}]" in CLI_MD
+    assert f"(`run --instructions`; default {INSTRUCTIONS_MIN_EFFECT:g}, " \
+           f"{INSTRUCTIONS_MIN_EFFECT:.1%}".replace("%", " %") in CLI_MD
     assert f"`--store DIR` (default `{DEFAULT_STORE}`)" in CLI_MD
     assert f"(default `{RESULTS_DIR}/<build>.json`)" in CLI_MD
     assert f"`{RESULTS_DIR}/ab-<time>`" in CLI_MD

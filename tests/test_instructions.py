@@ -1,22 +1,31 @@
-"""Tests of counting instructions with Callgrind (kscperf.worker.instructions): the dump's
-parsing, the refusal outside Valgrind, and one real process under Valgrind on tiny calls
-(skipped, with the reason, where `valgrind` is not installed)."""
+"""Tests of counting instructions with Callgrind (`kscperf.worker.instructions`, and
+`run --instructions` through `kscperf.orchestrator.counting`): the dump's parsing, the
+refusal outside Valgrind, a real `ab --instructions` that counts both builds in two
+processes each under Valgrind (skipped, with the reason, where `valgrind` is not
+installed), a run on a machine without valgrind, and how compare reads counts from real
+results files."""
 
 from __future__ import annotations
 
 import contextlib
-import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from kscperf.worker.instructions import CALLGRIND_OPTIONS, PINNED_ISA, CallgrindError, \
-    callgrind_count, count_calls
+from kscperf import api
+from kscperf.errors import CellStatus, KscperfError
+from kscperf.names import Kind
+from kscperf.orchestrator.counting import PINNED_ISA, not_counted_reason
+from kscperf.plan.cells import PlannedCell
+from kscperf.results.files import load_results, write_results
+from kscperf.results.samples import build_samples
+from kscperf.spec import CellResult, ConfigResult
+from kscperf.worker.instructions import CallgrindError, callgrind_count, count_calls
+from runner_testing import DEFS, FIXTURES, QUICK, cli
+
+WORK = FIXTURES / "work" / "work.py"
 
 _DUMP = """# callgrind format
 version: 1
@@ -48,34 +57,103 @@ def test_counting_outside_valgrind_is_refused_with_a_reason(tmp_path: Path) -> N
         count_calls(lambda: x * 2, contextlib.nullcontext, 5, str(tmp_path / "out"), 1)
 
 
-_SCRIPT = """
-import contextlib, json, sys, torch
-from kscperf.worker.instructions import count_calls
-torch.set_num_threads(1)
-x = torch.randn(4096)
-out = sys.argv[1]
-plain = lambda: torch.relu(x) ** 2
-more = lambda: torch.exp(torch.relu(x) ** 2)
-counts = [count_calls(f, contextlib.nullcontext, 100, out, i + 1)
-          for i, f in enumerate((plain, plain, more))]
-print(json.dumps(counts))
-"""
+@pytest.mark.integration
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
+def test_ab_counts_both_builds_under_callgrind_and_sees_five_percent_more_work(
+        tmp_path: Path) -> None:
+    # The one Callgrind run of the suite (4 processes, each about 20 s of importing torch
+    # under Valgrind): NEW's ptnice makes 63 sin() passes a call where BASE's makes 60.
+    proc = cli("ab", WORK, "--tools", "ptnice", "--tasks", "inference", *QUICK,
+               "--new-env", "KSCPERF_TEST_NICE_WORK=1.05", "--instructions",
+               "-o", tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for label in ("base", "new"):
+        assert f"{label}: instructions: work/ptnice/inference #2 ok" in proc.stderr
+    assert "counted once both builds were timed, BASE then NEW" in proc.stderr
+    base, new = (load_results(str(tmp_path / f"{label}.json")) for label in ("base", "new"))
+    for loaded in (base, new):
+        assert loaded.metadata["instructions_method"] == "callgrind"
+        assert loaded.metadata["instructions_isa"] == PINNED_ISA["ATEN_CPU_CAPABILITY"]
+        assert len(loaded.runs) == 1 and len(loaded.instruction_runs) == 2
+        [counted] = build_samples(loaded).of_kind(Kind.INSTRUCTIONS)
+        assert counted.name == "work/ptnice/inference/4096:instructions"
+        first, second = counted.values
+        # 60 or 63 sin() passes over 4,096 floats: millions of instructions a call, the
+        # two processes within 0.5 % of each other.
+        assert first > 1_000_000 and abs(second - first) / first < 0.005, counted.values
+    [row] = [r for r in api.compare_builds(base, new).rows if r.kind is Kind.INSTRUCTIONS]
+    assert row.verdict.value == "slower" and 1.04 < row.ratio < 1.06, row
+    # The timing is its own benchmark beside the counts, and pyperf reads both.
+    assert build_samples(new).benchmarks["work/ptnice/inference/4096"].values
+    import pyperf
+    bench = pyperf.BenchmarkSuite.load(str(tmp_path / "new.json")).get_benchmark(
+        "work/ptnice/inference/4096:instructions")
+    assert bench.get_unit() == "integer" and bench.get_nrun() == 2
 
 
 @pytest.mark.integration
-@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
-def test_callgrind_counts_the_calls_alone_repeatably_and_sees_an_extra_op(
+def test_without_valgrind_counts_are_skipped_with_the_reason_and_the_timing_stands(
         tmp_path: Path) -> None:
-    out = str(tmp_path / "callgrind.out")
-    root = str(Path(__file__).resolve().parent.parent)
-    env = {**os.environ, **PINNED_ISA,
-           "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-    proc = subprocess.run(["valgrind", *CALLGRIND_OPTIONS, f"--callgrind-out-file={out}",
-                           sys.executable, "-c", _SCRIPT, out],
-                          capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    plain, again, more = json.loads(proc.stdout.strip().splitlines()[-1])
-    # relu(x)**2 on 4,096 floats: about 30 k instructions a call on this VM.
-    assert 5_000 < plain < 500_000
-    assert abs(again - plain) / plain < 0.02
-    assert more > 1.5 * plain  # the exp of every element costs more than the rest
+    out = tmp_path / "uncounted.json"
+    proc = cli(DEFS / "toy.py", "--tools", "pt", "--tasks", "inference", *QUICK,
+               "--instructions", "-o", out, env={"PATH": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "instructions: toy/pt/inference #1 skipped" in proc.stderr
+    loaded = load_results(str(out))
+    assert {r.status for r in loaded.instruction_runs} == {CellStatus.SKIPPED}
+    assert "valgrind is not installed" in loaded.instruction_runs[0].reason
+    assert not list(build_samples(loaded).of_kind(Kind.INSTRUCTIONS))
+    assert build_samples(loaded).benchmarks["toy/pt/inference/0"].values
+
+
+def test_gpu_cells_and_compiled_cells_without_a_warm_cache_are_not_counted() -> None:
+    from kscperf.plan.definitions import scan_models
+
+    [model], _ = scan_models([str(DEFS / "toy.py")])
+    def reason(tool: str, cache: str = "warm") -> str:
+        return not_counted_reason(PlannedCell(model, tool, "inference"), cache)
+    assert reason("pt") == reason("ts") == reason("compiled") == ""
+    assert "CPU only" in reason("pt_cuda")
+    assert "warm compile cache" in reason("compiled", "cold")
+
+
+@pytest.mark.integration
+def test_the_counts_of_an_instruction_run_need_two_processes(tmp_path: Path) -> None:
+    proc = cli(DEFS / "toy.py", "--instructions", "--instruction-processes", "1",
+               "-o", tmp_path / "x.json")
+    assert proc.returncode == 2 and "--instruction-processes must be 2 or more" in proc.stderr
+    assert proc.stderr.count("\n") == 1
+
+
+def _counted(path: Path, per_call: list[float], method: str = "callgrind") -> str:
+    """A results file of one build whose counting processes counted `per_call`."""
+    counts = [CellResult(model="m", tool="pt", task="fwd", process_index=i,
+                         status=CellStatus.OK,
+                         configs=(ConfigResult(config="c", status=CellStatus.OK,
+                                               instructions=v),))
+              for i, v in enumerate(per_call)]
+    write_results(str(path), [], {"build": path.stem, "instructions_method": method}, counts=counts)
+    return str(path)
+
+
+def test_compare_calls_a_one_percent_count_change_slower_and_an_equal_count_same(
+        tmp_path: Path) -> None:
+    base = _counted(tmp_path / "base.json", [1_000_000, 1_000_400, 999_800])
+    more = _counted(tmp_path / "more.json", [1_010_100, 1_010_300, 1_009_900])
+    again = _counted(tmp_path / "again.json", [1_000_200, 999_900, 1_000_100])
+    [row] = api.compare_builds(base, more).rows
+    assert row.kind is Kind.INSTRUCTIONS and row.verdict.value == "slower"
+    assert abs(row.ratio - 1.01) < 0.001
+    [row] = api.compare_builds(base, again).rows
+    assert row.verdict.value == "same"
+    # Time's 5 % minimum effect would have hidden it.
+    [row] = api.compare_builds(base, more, instructions_min_effect=0.05).rows
+    assert row.verdict.value == "same"
+
+
+def test_counts_of_two_counters_are_never_compared(tmp_path: Path) -> None:
+    base = _counted(tmp_path / "base.json", [1_000_000, 1_000_400])
+    other = _counted(tmp_path / "other.json", [1_100_000, 1_100_400], method="perf_event")
+    with pytest.raises(KscperfError, match="different instruction counters"):
+        api.compare_builds(base, other)
+    assert not api.compare_builds(base, other, force=True).rows

@@ -13,15 +13,17 @@ from pathlib import Path
 from validation.aa import aa
 from validation.agreement import agreement
 from validation.explain import fusion, overhead, planted, untouched
+from validation.instructions import instructions
 from validation.lockstep_history import LOCKSTEP_PROFILE, lockstep_history
 from validation.machine import covariate, machine
 from validation.noise import machine_noise, machine_states
 from validation.power import false_alarms, power, power_ab
 from validation.until_resolved import record_pairs, simulate_until_resolved, until_resolved
 
-# Run only when --sections names them: record-pairs writes tools/data, explain takes 30 min.
-NAMED_ONLY = ("record-pairs", "explain")
-SECTIONS = ("record-pairs", "explain", "until-resolved", "until-resolved-sim", "noise", "agreement",
+# Run only when --sections names them: record-pairs writes tools/data, explain takes 30 min,
+# instructions 45 min.
+NAMED_ONLY = ("record-pairs", "explain", "instructions")
+SECTIONS = ("record-pairs", "explain", "instructions", "until-resolved", "until-resolved-sim", "noise", "agreement",
             "false-alarms", "power", "power-ab", "machine", "covariate")
 
 
@@ -68,6 +70,10 @@ def build_parser(doc: str | None) -> argparse.ArgumentParser:
                         help="process pairs a cell of the one-sided A/A (default: the profile's)")
     parser.add_argument("--explain-parts", default="planted,untouched,overhead,fusion",
                         help="which parts of the explain section run (comma list)")
+    parser.add_argument("--instruction-pairs", type=int, default=10,
+                        help="instructions: runs at +1 %% work, each against a base run")
+    parser.add_argument("--instruction-history", type=int, default=30,
+                        help="instructions: builds of the history, +2 %% from its middle")
     parser.add_argument("--lockstep-plain", action="store_true",
                         help="the lockstep history's plain nights: 12 builds, a plain ab at "
                              "the default profile each night, +10 %% at a night from 4 to 10")
@@ -117,6 +123,8 @@ def _run_sections(tmp: str, skip: set[str], args: argparse.Namespace) -> None:
             overhead(tmp, args.overhead_repeats)
         if "fusion" in parts:
             fusion(tmp, args.profile)
+    if "instructions" not in skip:
+        instructions(tmp, args.instruction_pairs, args.instruction_history)
     if "until-resolved" not in skip:
         until_resolved(tmp, args.trials, args.until_min_effect, args.until_budget)
     if "until-resolved-sim" not in skip:

@@ -11,8 +11,11 @@ A comparison has one row per benchmark and kind:
 | `prep`      | `model/tool/task/config:prep`          | one (s)                     |
 | `peak_rss`  | `model/tool/task/config:peak_rss`      | one (bytes, worker's peak)  |
 | `peak_cuda` | `model/tool/task/config:peak_cuda`     | one (bytes)                 |
+| `instructions` | `model/tool/task/config:instructions` | one (per call, a counting process) |
 
-For the memory kinds `slower`/`faster` mean more/less memory. When the machine's own speed
+For the memory kinds `slower`/`faster` mean more/less memory, for instructions more/less
+instructions; instructions have their own minimum effect (`INSTRUCTIONS_MIN_EFFECT`), and
+counts of two counters (`instructions_method`) are never compared. When the machine's own speed
 changed between the two runs (by their canaries, `kscperf.stats.machine`), a time, compile or prep
 row that the change could explain gets `machine-shift` instead of a confident verdict, and
 so does one whose verdict does not hold over the processes that ran in the run's usual
@@ -155,7 +158,7 @@ class ComparisonRow:
 
     @property
     def unit(self) -> str:
-        """pyperf's unit name of the medians: "byte" for memory kinds, else "second"."""
+        """pyperf's unit name of the medians (`Kind.unit`)."""
         return self.kind.unit
 
     @property
@@ -334,6 +337,12 @@ def _usual_estimate(base: BenchmarkSamples | None, new: BenchmarkSamples | None,
     return stats.compare_samples(usual_base, usual_new, alpha=alpha)
 
 
+def _kind(base: BenchmarkSamples | None, new: BenchmarkSamples | None) -> Kind:
+    present = base if base is not None else new
+    assert present is not None
+    return present.kind
+
+
 def _compare_pair(base: BenchmarkSamples | None, new: BenchmarkSamples | None, alpha: float,
                   lockstep: bool, until_resolved: bool = False) -> _Compared:
     present = base if base is not None else new
@@ -425,8 +434,10 @@ def _machine_verdict(c: _Compared, direction: int, shift: machine.MachineShift |
 
 
 def _row(c: _Compared, q: float, min_effect: float, alpha: float,
-         shift: machine.MachineShift | None) -> ComparisonRow:
+         shift: machine.MachineShift | None, instructions_min_effect: float) -> ComparisonRow:
     est = c.estimate
+    if c.present.kind is Kind.INSTRUCTIONS:
+        min_effect = instructions_min_effect
     inconclusive = False
     if c.status_verdict is not None:
         verdict = c.status_verdict
@@ -527,7 +538,9 @@ def check_comparable(base: LoadedResults, new: LoadedResults) -> list[str]:
 
 def compare_builds(base: LoadedResults, new: LoadedResults, *,
                    min_effect: float = stats.DEFAULT_MIN_EFFECT, force: bool = False,
-                   alpha: float = stats.ALPHA, fixed_sample: bool = False) -> Comparison:
+                   alpha: float = stats.ALPHA, fixed_sample: bool = False,
+                   instructions_min_effect: float = stats.INSTRUCTIONS_MIN_EFFECT
+                   ) -> Comparison:
     """NEW against BASE, benchmark by benchmark, for every `Kind`.
 
     Promises: each row has a ratio NEW/BASE of medians with its interval, a p-value and a
@@ -537,23 +550,30 @@ def compare_builds(base: LoadedResults, new: LoadedResults, *,
     faster; by ratio within each). Geometric means per tool, per task and over all cover
     run-time rows correct (status ok) in both builds and not `machine-shift`.
 
+    Instruction rows take `instructions_min_effect` in place of `min_effect`, and are left
+    out where the two files counted by different methods.
+
     Raises KscperfError naming the difference when the files come from different machines,
-    CPUs, GPUs, torch versions or profiles, unless `force` (the differences are then kept in
-    `ignored_differences`). A plain pyperf file compares by its run-time values. With
+    CPUs, GPUs, torch versions, profiles or instruction counters, unless `force` (the
+    differences are then kept in `ignored_differences`). A plain pyperf file compares by its run-time values. With
     `fixed_sample`, the pairs of an `ab --until-resolved` run are tested as a fixed sample
     (the paired t-test of a plain `ab`) instead of by the confidence sequence its stopping
     rule used: the history's question of one night's pairs (`history.links`).
     """
-    if not min_effect >= 0:
-        raise KscperfError(f"the minimum effect must be 0 or more, not {min_effect!r}.")
+    for given in (min_effect, instructions_min_effect):
+        if not given >= 0:
+            raise KscperfError(f"the minimum effect must be 0 or more, not {given!r}.")
     differences = refuse_incomparable(base, new, force=force)
     base_samples, new_samples = build_samples(base), build_samples(new)
     lockstep = is_lockstep_pair(base, new)
     check = _machine_check(base, new, base_samples, new_samples, alpha)
     until_resolved = is_sequential_pair(base, new) and not fixed_sample
+    one_counter = base.metadata.get("instructions_method") == new.metadata.get(
+        "instructions_method")
     compared = [_compare_pair(b, n, alpha, lockstep, until_resolved)
-                for b, n in _pair_rows(base_samples, new_samples)]
-    rows = [_row(c, q, min_effect, alpha, check.shift)
+                for b, n in _pair_rows(base_samples, new_samples)
+                if one_counter or _kind(b, n) is not Kind.INSTRUCTIONS]
+    rows = [_row(c, q, min_effect, alpha, check.shift, instructions_min_effect)
             for c, q in zip(compared, _q_values(compared))]
     estimates = {c.present.name: c.estimate for c in compared}
     rows.sort(key=_slowest_first)

@@ -191,6 +191,12 @@ def _blind_entry(s: Series, detectable: float, min_effect: float) -> HistoryChan
                          newest.status, event.detail, detectable)
 
 
+def _series_min_effect(s: Series, min_effect: float) -> float:
+    """The minimum effect of series `s`: instruction counts have their own
+    (`stats.INSTRUCTIONS_MIN_EFFECT`), every other kind `min_effect`."""
+    return stats.INSTRUCTIONS_MIN_EFFECT if s.key.kind is Kind.INSTRUCTIONS else min_effect
+
+
 def find_changes(store: HistoryStore, *, min_effect: float = stats.DEFAULT_MIN_EFFECT,
                  series: Sequence[Series] | None = None,
                  per_series_environment: bool = False,
@@ -203,7 +209,7 @@ def find_changes(store: HistoryStore, *, min_effect: float = stats.DEFAULT_MIN_E
     environment change is one entry per machine class and pair of builds (kind "*") unless
     `per_series_environment`. Each entry carries its series'
     `detectable_step`; `include_blind` adds a `too-noisy` entry per series that cannot see
-    `min_effect`. The rules (machine speed, links, levels, blind series) are in
+    `min_effect`. Instruction series take `stats.INSTRUCTIONS_MIN_EFFECT` instead. The rules (machine speed, links, levels, blind series) are in
     docs/changepoints.md."""
     from kscperf.stats import changepoints
 
@@ -220,21 +226,23 @@ def find_changes(store: HistoryStore, *, min_effect: float = stats.DEFAULT_MIN_E
     found: dict[int, list[Any]] = {}
     judged: dict[int, dict[int, links.LinkTest]] = {}
     for i, s in enumerate(all_series):
+        effect = _series_min_effect(s, min_effect)
         found[i], judged[i] = links.with_links(
-            s, changepoints.detect_series(points[i], min_effect=min_effect),
+            s, changepoints.detect_series(points[i], min_effect=effect),
             class_links[s.key.machine_class].get((str(s.key.kind), s.key.benchmark), {}),
-            min_effect=min_effect)
+            min_effect=effect)
     kept, families = control_families(all_series, found,
                                       {i: judged[i].keys() for i in judged})
     out: list[HistoryChange] = []
     for i, changes in kept.items():
         s = all_series[i]
+        effect = _series_min_effect(s, min_effect)
         sight = _sight(s, points[i], class_links[s.key.machine_class])
-        listed = _series_changes(s, changes, shifts[s.key.machine_class], min_effect)
-        listed = _with_ab_said(s, listed, judged[i], families, min_effect)
+        listed = _series_changes(s, changes, shifts[s.key.machine_class], effect)
+        listed = _with_ab_said(s, listed, judged[i], families, effect)
         out.extend(dataclasses.replace(c, detectable_step=sight) for c in listed)
-        if include_blind and s.points and too_noisy(sight, min_effect):
-            out.append(_blind_entry(s, sight, min_effect))
+        if include_blind and s.points and too_noisy(sight, effect):
+            out.append(_blind_entry(s, sight, effect))
     if not per_series_environment:
         out = _one_environment_entry(out)
     out.sort(key=lambda c: (c.key.machine_class, -c.after.position, not c.is_regression,

@@ -122,21 +122,26 @@ def _watch(pid: int, wait_until: Callable[[float | None], _Ended | None],
 
 
 class SpawnLauncher:
-    """A fresh interpreter per worker."""
+    """A fresh interpreter per worker, run under `prefix(result path)` when given (a
+    counting worker under Valgrind)."""
 
     name = "spawn"
 
-    def __init__(self, python: str = sys.executable, env: dict[str, str] | None = None) -> None:
+    def __init__(self, python: str = sys.executable, env: dict[str, str] | None = None,
+                 prefix: Callable[[str], list[str]] | None = None) -> None:
         self._python = python
         self._env = env
+        # The command the interpreter runs under, given the result path (Valgrind's).
+        self._prefix = prefix
         self._current: int | None = None
 
     def launch(self, spec_path: str, result_path: str, log_path: str,
                timeout_s: float | None, max_rss_bytes: int | None = None) -> LaunchOutcome:
         t0 = time.perf_counter()
+        under = self._prefix(result_path) if self._prefix is not None else []
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(
-                [self._python, "-m", "kscperf.worker", spec_path, result_path],
+                [*under, self._python, "-m", "kscperf.worker", spec_path, result_path],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
                 env=worker_environment(self._env))
         self._current = proc.pid

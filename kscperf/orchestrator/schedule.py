@@ -25,7 +25,7 @@ from kscperf.plan.cells import PlannedCell
 from kscperf.spec import CellResult, CellSpec, TimingProfile, WorkerSettings
 
 __all__ = ["RunOptions", "Progress", "OnResult", "MoreRounds", "ModuleRoot", "run_cells",
-           "run_cells_lockstep"]
+           "run_counts", "run_cells_lockstep"]
 
 # A worker's clock runs on while it waits for its partner's turns: twice the time, so that a
 # build as slow as its timeout allows is not killed for the other.
@@ -195,6 +195,33 @@ def run_cells(rounds: list[tuple[int, PlannedCell]], options: RunOptions, launch
         return (_launch_cell(launcher, cell, spec, stem, options, beat=beat),)
 
     return _run_rounds(todo, options, (loops,), "kscperf-", run_one, on_result,
+                       on_running=on_running)[0]
+
+
+def run_counts(rounds: list[tuple[int, PlannedCell]], options: RunOptions, launcher: Launcher,
+               *, timed: Sequence[CellResult] = (), module_root: ModuleRoot = (),
+               on_result: OnResult | None = None,
+               on_running: OnRunning | None = None) -> list[CellResult]:
+    """Run every (process index, cell) of `rounds` in order as a counting worker
+    (`CellSpec.count_instructions`), one at a time through `launcher` (which starts it
+    under Callgrind), and return their results in that order. Each config counts as many
+    calls as the timing results `timed` calibrated for it; `module_root` rereads a
+    definition module as `run_cells_lockstep` does for one build. Cells the plan skipped,
+    or marked not to count (`skip_reason`), get a skipped result and no worker."""
+    loops: _Loops = {}
+    for r in timed:
+        _remember_loops(loops, r)
+
+    def run_one(process_index: int, cell: PlannedCell, stem: str,
+                beat: Beat | None) -> tuple[CellResult, ...]:
+        spec = dataclasses.replace(_cell_spec(cell, process_index, options, loops),
+                                   count_instructions=True)
+        if module_root:
+            spec = dataclasses.replace(spec, module_path=_rerooted(spec.module_path,
+                                                                   *module_root))
+        return (_launch_cell(launcher, cell, spec, stem, options, beat=beat),)
+
+    return _run_rounds(rounds, options, (loops,), "kscperf-count-", run_one, on_result,
                        on_running=on_running)[0]
 
 

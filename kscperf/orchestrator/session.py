@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from kscperf import __version__
-from kscperf.orchestrator import schedule
+from kscperf.orchestrator import counting, schedule
 from kscperf.plan import definitions
 from kscperf.plan import cells as plan
 from kscperf.results import fileio
@@ -79,9 +79,20 @@ class RunConfig(WorkerSettings):
     until_resolved: bool = False
     budget_s: float = DEFAULT_BUDGET_S
     min_effect: float = DEFAULT_MIN_EFFECT
+    # --instructions: after the timing, each cell's instructions per call counted under
+    # Callgrind in `instruction_processes` fresh processes (kscperf.orchestrator.counting).
+    instructions: bool = False
+    instruction_processes: int = counting.DEFAULT_PROCESSES
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.instruction_processes < 2:
+            raise KscperfError(f"--instruction-processes must be 2 or more, not "
+                               f"{self.instruction_processes}: the spread of the processes "
+                               "is the count's noise.")
+        if self.instructions and self.check_only:
+            raise KscperfError("--instructions counts what a run times; a check-only run "
+                               "times nothing: leave out one of them.")
         if self.profile not in PROFILES:
             raise KscperfError(f"profile {self.profile!r} is not one of "
                                f"{', '.join(PROFILES)}.")
@@ -266,7 +277,8 @@ class Session:
         gathered: list[list[CellResult]] = [[] for _ in self.builds]
         if not self.lockstep:
             gathered[0].extend(self.prior)
-        writer = _PartialWriter(self, gathered)
+        counted: list[list[CellResult]] = [[] for _ in self.builds]
+        writer = _PartialWriter(self, gathered, counted)
         labels = [str(md["build"]) for md in self.metadata]
 
         def on_result(build: int, progress: schedule.Progress) -> None:
@@ -291,6 +303,8 @@ class Session:
             interrupted = self._run_workers(rounds, on_result, writer, more, on_running,
                                             fresh_zygotes=restart_ratio if self.lockstep
                                             else None)
+            if self.config.instructions and not interrupted:
+                interrupted = self._count(gathered, counted, writer, on_progress)
             wall_s = time.perf_counter() - t0
             writer.write(complete=not interrupted)
         loaded = [] if interrupted else [
@@ -322,6 +336,32 @@ class Session:
         finally:
             for launcher in launchers:
                 launcher.close()
+        return False
+
+    def _count(self, timed: list[list[CellResult]], counted: list[list[CellResult]],
+               writer: _PartialWriter, on_progress: OnProgress | None) -> bool:
+        """--instructions: every cell of each build counted once all are timed
+        (`counting.count_cells`), build after build (a count needs no lockstep), each
+        build's results appended to its list in `counted`; whether Ctrl-C (or SIGTERM)
+        stopped it."""
+        options = self.config.run_options(self.profile)
+        for index, (build, md) in enumerate(zip(self.builds, self.metadata)):
+            label = f"{md['build']}: instructions" if self.lockstep else "instructions"
+
+            def on_count(_: int, progress: schedule.Progress, index: int = index,
+                         label: str = label) -> None:
+                counted[index].append(progress.result)
+                if on_progress is not None:
+                    on_progress(progress, label)
+                writer.maybe_write()
+
+            try:
+                counting.count_cells(self.selection.cells, options, build.python,
+                                     dict(build.env), timed[index],
+                                     processes=self.config.instruction_processes,
+                                     module_root=build.module_root, on_result=on_count)
+            except KeyboardInterrupt:
+                return True
         return False
 
     def _launchers(self) -> list[Launcher]:
@@ -381,9 +421,11 @@ class _PartialWriter:
     """Writes every build's results file: at most every few seconds while running (marked
     incomplete), and once at the end."""
 
-    def __init__(self, session: Session, gathered: list[list[CellResult]]) -> None:
+    def __init__(self, session: Session, gathered: list[list[CellResult]],
+                 counted: list[list[CellResult]]) -> None:
         self._session = session
         self._gathered = gathered
+        self._counted = counted
         self._last = time.monotonic()
         self.paths = [p for p in session.outputs if p]
 
@@ -392,10 +434,11 @@ class _PartialWriter:
             self.write(complete=False)
 
     def write(self, complete: bool) -> None:
-        for path, runs, md in zip(self._session.outputs, self._gathered,
-                                  self._session.metadata):
+        for path, runs, md, counts in zip(self._session.outputs, self._gathered,
+                                          self._session.metadata, self._counted):
             if path:
-                results.write_results(path, runs, _file_metadata(md, runs), complete=complete)
+                results.write_results(path, runs, _file_metadata(md, runs), complete=complete,
+                                      counts=counts)
         self._last = time.monotonic()
 
 
@@ -453,6 +496,8 @@ def _shared_metadata(config: RunConfig, selection: Selection, profile_name: str,
               warmups=profile.warmups, min_time=profile.min_time, seed=config.seed,
               isolation=config.isolation, compile_cache=config.compile_cache,
               worker_affinity=",".join(map(str, config.affinity)) or "none")
+    if config.instructions:
+        md.update(counting.count_metadata())
     return md
 
 

@@ -7,10 +7,14 @@ ignores:
     {"version": "1.0", "metadata": {...}, "benchmarks": [...],        <- pyperf
      "kscperf": {"format_version": 1, "complete": true, "metadata": {...},
                  "cells": [...],   one summary per model/tool/task/config
-                 "runs": [...]}}   every worker process's raw CellResult
+                 "runs": [...],    every worker process's raw CellResult
+                 "instruction_runs": [...]}}   every counting process's (--instructions)
 
 Benchmark names (built by `kscperf.names`): `model/tool/task/config` (run time, seconds per
-call), `model/tool/task:compile` (one value per process) and `model/tool/task/config:prep`.
+call), `model/tool/task:compile` (one value per process), `model/tool/task/config:prep`,
+and with --instructions `model/tool/task/config:instructions` (one value per counting
+process, unit integer). Counting processes are kept apart from the timing ones: nothing
+that reads times ever sees a count.
 
 Format history:
     1  first version.
@@ -22,10 +26,10 @@ import json
 import math
 import os
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from kscperf.errors import STATUS_SEVERITY, CellStatus, KscperfError, recorded_status
-from kscperf.names import benchmark_name, cell_name, compile_name, prep_name
+from kscperf.names import Kind, benchmark_name, cell_name, compile_name, prep_name
 from kscperf.results.fileio import write_text_atomic
 from kscperf.results.pyperfjson import pyperf_suite_json
 from kscperf.spec import CellResult, CheckResult, ConfigResult
@@ -141,6 +145,8 @@ class LoadedResults:
     runs: list[CellResult] = field(default_factory=list)
     complete: bool = True
     has_kscperf: bool = True
+    # The counting processes' results (--instructions): never among `runs`.
+    instruction_runs: list[CellResult] = field(default_factory=list)
 
     @property
     def build(self) -> str:
@@ -211,9 +217,10 @@ def summarize_cells(runs: Iterable[CellResult]) -> list[CellSummary]:
 
 
 def build_document(runs: list[CellResult], metadata: dict[str, Any],
-                   complete: bool = True) -> dict[str, Any]:
-    """The whole results document for the worker results `runs` of one build."""
-    doc = pyperf_suite_json(runs, metadata)
+                   complete: bool = True, counts: Sequence[CellResult] = ()) -> dict[str, Any]:
+    """The whole results document for the worker results `runs` of one build, and its
+    counting processes' results `counts` (--instructions)."""
+    doc = pyperf_suite_json(runs, metadata, counts)
     speed = machine_speed(runs)
     doc["kscperf"] = {
         "format_version": FORMAT_VERSION,
@@ -223,13 +230,16 @@ def build_document(runs: list[CellResult], metadata: dict[str, Any],
         "cells": [c.to_dict() for c in summarize_cells(runs)],
         "runs": [r.to_dict() for r in runs],
     }
+    if counts:
+        doc["kscperf"]["instruction_runs"] = [r.to_dict() for r in counts]
     return doc
 
 
 def write_results(path: str, runs: list[CellResult], metadata: dict[str, Any],
-                  complete: bool = True) -> None:
-    """Write the results document of `runs` atomically."""
-    doc = build_document(runs, metadata, complete)
+                  complete: bool = True, counts: Sequence[CellResult] = ()) -> None:
+    """Write the results document of `runs` (and of the counting processes `counts`)
+    atomically."""
+    doc = build_document(runs, metadata, complete, counts)
     write_text_atomic(path, json.dumps(doc, sort_keys=True, separators=(",", ":")) + "\n",
                       "results")
 
@@ -457,6 +467,17 @@ def _check_kscperf_runs(path: str, runs: list[CellResult], cells: list[CellSumma
                              "cells' prep_s", s.prep_s)
 
 
+def _check_counts(path: str, counts: list[CellResult]) -> None:
+    """A count that is not a positive finite number is refused, naming the benchmark."""
+    for r in counts:
+        for c in r.configs:
+            if c.instructions is not None and not (math.isfinite(c.instructions)
+                                                   and c.instructions > 0):
+                name = benchmark_name(r.model, r.tool, r.task, c.config, Kind.INSTRUCTIONS)
+                raise KscperfError(f"{path}: {name} has the instruction count "
+                                   f"{_shown(c.instructions)}; a count is a positive number.")
+
+
 def load_results(path: str) -> LoadedResults:
     """Load and validate a results file written by kscperf or by pyperf.
 
@@ -481,6 +502,7 @@ def load_results(path: str) -> LoadedResults:
                              runs_values=runs_values, has_kscperf=False)
     try:
         runs = [CellResult.from_dict(r) for r in ksc.get("runs", [])]
+        counts = [CellResult.from_dict(r) for r in ksc.get("instruction_runs", [])]
         cells = [CellSummary.from_dict(c) for c in ksc.get("cells", [])]
         ksc_metadata = ksc.get("metadata") or {}
         if not isinstance(ksc_metadata, dict):
@@ -488,11 +510,12 @@ def load_results(path: str) -> LoadedResults:
     except (KeyError, TypeError, ValueError, OverflowError) as exc:
         raise KscperfError(f"{path} has a malformed 'kscperf' section: {_shown(exc)}.") from None
     _check_kscperf_runs(path, runs, cells)
+    _check_counts(path, counts)
     metadata = dict(pyperf_metadata)
     metadata.update(ksc_metadata)
     return LoadedResults(path=path, metadata=metadata, benchmarks=values,
                          runs_values=runs_values, cells=cells, runs=runs,
-                         complete=bool(ksc.get("complete", True)))
+                         complete=bool(ksc.get("complete", True)), instruction_runs=counts)
 
 
 def load_cell_runs_for_resume(path: str) -> tuple[list[CellResult], dict[str, Any]]:

@@ -123,4 +123,5 @@ def merge_results(paths: list[str], out: str, allow_partial: bool = False) -> No
         metadata.pop("hostname", None)
         metadata["merged_hostnames"] = ",".join(hosts)
     complete = all(lr.complete for lr in shards) and "missing_shards" not in recorded
-    write_results(out, [r for lr in shards for r in lr.runs], metadata, complete)
+    write_results(out, [r for lr in shards for r in lr.runs], metadata, complete,
+                  counts=[r for lr in shards for r in lr.instruction_runs])

@@ -84,7 +84,9 @@ def _described(keys: tuple[str, ...], what: str) -> tuple[tuple[str, str], ...]:
 COMPARABLE_KEYS = (_described(HOST, "machines")
                    + (("cpu_model_name", "CPUs"), ("gpu_name", "GPUs"),
                       ("torch_version", "torch versions"))
-                   + _described(PROFILE[:3], "profiles"))
+                   + _described(PROFILE[:3], "profiles")
+                   + (("instructions_method", "instruction counters"),
+                      ("instructions_isa", "pinned vector ISAs")))
 
 # What every shard of one build must share: the build, the machine class (not the host:
 # shards run on identical machines), the torch build, the whole profile and the seed: the
@@ -93,7 +95,9 @@ COMPARABLE_KEYS = (_described(HOST, "machines")
 MERGE_KEYS = ((("build", "build"), ("cpu_model_name", "CPU"), ("cpu_count", "CPU count"),
                ("gpu_name", "GPU"), ("torch_version", "torch version"),
                ("cuda_version", "CUDA version"))
-              + tuple((key, key) for key in PROFILE + ("seed",)))
+              + tuple((key, key) for key in PROFILE + ("seed",))
+              + (("instructions_method", "instruction counter"),
+                 ("instructions_isa", "pinned vector ISA")))
 
 # Facts of one shard's file, not of the merged build.
 SHARD_ONLY_KEYS = ("shard", "shard_expected_s")

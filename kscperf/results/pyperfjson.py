@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-from kscperf.names import benchmark_name, compile_name, prep_name
+from kscperf.names import Kind, benchmark_name, compile_name, prep_name
 from kscperf.results.metadata import PYPERF_RUN_KEYS
 from kscperf.spec import CellResult
 
@@ -110,13 +110,14 @@ def _run_json(md: dict[str, Any], values: list[float], warmups: list[list[float]
     return run
 
 
-def pyperf_suite_json(runs: Sequence[CellResult], build_metadata: dict[str, Any]
-                      ) -> dict[str, Any]:
+def pyperf_suite_json(runs: Sequence[CellResult], build_metadata: dict[str, Any],
+                      counts: Sequence[CellResult] = ()) -> dict[str, Any]:
     """The pyperf document of the worker results `runs` of one build, as plain JSON types:
     per run a compile benchmark (one value), and per config a prep benchmark (one value)
     and the run-time benchmark (its values and warmups, loops and duration), each run
-    carrying the build's metadata and its worker's pyperf run keys. Values of zero or less
-    are left out, as pyperf refuses them."""
+    carrying the build's metadata and its worker's pyperf run keys; per counting process
+    of `counts` and config an instructions benchmark (one value, unit integer). Values of
+    zero or less are left out, as pyperf refuses them."""
     suite = _PyperfSuite()
     for r in runs:
         md = _run_metadata(r, build_metadata)
@@ -138,4 +139,12 @@ def pyperf_suite_json(runs: Sequence[CellResult], build_metadata: dict[str, Any]
                 warmups = [[n, w] for n, w in c.warmups if n >= 1 and w > 0]
                 suite.add(benchmark_name(r.model, r.tool, r.task, c.config), cmd, values,
                           warmups, c.loops)
+    for r in counts:
+        md = dict(_run_metadata(r, build_metadata), unit=Kind.INSTRUCTIONS.unit)
+        for c in r.configs:
+            if c.instructions is not None and c.instructions > 0:
+                cmd = dict(md)
+                _put(cmd, "config", c.config)
+                suite.add(benchmark_name(r.model, r.tool, r.task, c.config,
+                                         Kind.INSTRUCTIONS), cmd, [c.instructions])
     return suite.to_json()

@@ -267,6 +267,27 @@ def _config_benchmarks(loaded: LoadedResults, c: CellSummary,
             if kind is Kind.PREP else None)
 
 
+def _count_benchmarks(loaded: LoadedResults) -> Iterator[BenchmarkSamples]:
+    """One instructions benchmark per config that a counting process (--instructions)
+    reached: its counts per call, one per process, with the worst status and reason of
+    those processes."""
+    found: dict[str, BenchmarkSamples] = {}
+    for r in loaded.instruction_runs:
+        for c in r.configs:
+            name = benchmark_name(r.model, r.tool, r.task, c.config, Kind.INSTRUCTIONS)
+            seen = found.get(name)
+            if seen is None:
+                seen = BenchmarkSamples(name, BenchmarkName(r.model, r.tool, r.task, c.config,
+                                                            Kind.INSTRUCTIONS), c.status,
+                                        c.reason)
+            elif STATUS_SEVERITY[c.status] > STATUS_SEVERITY[seen.status]:
+                seen = dataclasses.replace(seen, status=c.status, reason=c.reason)
+            if c.instructions is not None:
+                seen = dataclasses.replace(seen, runs=seen.runs + ((c.instructions,),))
+            found[name] = seen
+    return iter(found.values())
+
+
 def _compile_status(configs: list[CellSummary], fate: CellFate | None) -> CellSummary:
     """The config whose status and reason a cell's compile time carries (the rule of the
     module docstring); a fate stands in as a summary of its own."""
@@ -289,7 +310,8 @@ def _odd_by_cell(speed: machine.MachineSpeed | None) -> dict[str, frozenset[int]
 def build_samples(loaded: LoadedResults) -> BuildSamples:
     """The record of what `loaded` measured. Promises: one benchmark per run-time, prep and
     memory of each config a cell reached and one compile time per cell that reached a
-    config, whether or not values exist (statuses say why); each other name of the file (a
+    config, whether or not values exist (statuses say why); one instructions benchmark per
+    config a counting process reached (`_count_benchmarks`); each other name of the file (a
     plain pyperf file) as an ok run time; a fate for each cell summary without a config."""
     times, memory = _process_values(loaded)
     zygotes = _zygote_values(loaded)
@@ -314,6 +336,8 @@ def build_samples(loaded: LoadedResults) -> BuildSamples:
             name, BenchmarkName(*key, None, Kind.COMPILE), shown.status, shown.reason,
             _runs(loaded, name), None, odd.get(cell_name(*key), frozenset()),
             by_zygote=zygotes.get(name))
+    for b in _count_benchmarks(loaded):
+        named[b.name] = b
     for name in loaded.runs_values:
         if name not in named:
             named[name] = BenchmarkSamples(name, benchmark_parts(name), CellStatus.OK, "",
@@ -343,6 +367,10 @@ class CellView:
     peak_cuda_bytes: int | None = None
     numel: int | None = None
     odd_processes: int = 0
+    # --instructions: the median count per call over the counting processes, and their
+    # spread (MAD); NaN without counts.
+    instructions: float = math.nan
+    instructions_spread: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -362,6 +390,9 @@ def _cell_view(build: BuildSamples, c: CellSummary) -> CellView:
     time = build.benchmarks[benchmark_name(c.model, c.tool, c.task, c.config)]
     compile_s = build.benchmarks.get(compile_name(c.model, c.tool, c.task))
     prep = build.benchmarks[prep_name(c.model, c.tool, c.task, c.config)]
+    counted = build.benchmarks.get(benchmark_name(c.model, c.tool, c.task, c.config,
+                                                  Kind.INSTRUCTIONS))
+    counts = counted if counted is not None and counted.has_values else None
     odd = len(time.odd_processes & set(time.by_process or ())) if time.has_values else 0
     return CellView(
         status=c.status, reason=c.reason, median_s=time.central, spread_s=time.spread,
@@ -369,7 +400,9 @@ def _cell_view(build: BuildSamples, c: CellSummary) -> CellView:
         compile_s=compile_s.central if compile_s is not None else math.nan,
         prep_s=prep.central, peak_rss_bytes=c.peak_rss_bytes, check=c.check,
         peak_cuda_bytes=c.peak_cuda_bytes,
-        numel=c.numel if c.numel is not None and c.numel > 0 else None, odd_processes=odd)
+        numel=c.numel if c.numel is not None and c.numel > 0 else None, odd_processes=odd,
+        instructions=counts.central if counts is not None else math.nan,
+        instructions_spread=counts.spread if counts is not None else math.nan)
 
 
 def summarize_build(results: LoadedResults, build: BuildSamples | None = None

@@ -22,6 +22,7 @@ from typing import Sequence
 __all__ = [
     "ALPHA",
     "DEFAULT_MIN_EFFECT",
+    "INSTRUCTIONS_MIN_EFFECT",
     "DEFAULT_POWER",
     "MIN_PROCESSES",
     "BOOTSTRAP_RESAMPLES",
@@ -61,6 +62,10 @@ ALPHA = 0.05
 # A ratio NEW/BASE within [1/(1 + e), 1 + e] is never called a change. Symmetric in log
 # space: 5 % slower is a ratio of 1.05, 5 % faster (a speedup of 1.05) is 1/1.05.
 DEFAULT_MIN_EFFECT = 0.05
+
+# The same for instruction counts (docs/method.md, "Counting instructions"): a count's repeats
+# spread far less than times do, and 5 % would hide the steps the count is for.
+INSTRUCTIONS_MIN_EFFECT = 0.005
 
 # A summary's move between two builds smaller than this (1 %) is shown as neither better
 # nor worse: the dashboard's front page, which has no test behind its geomeans.

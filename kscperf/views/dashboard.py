@@ -92,8 +92,7 @@ def _text(s: object) -> str:
 def _quantity(value: float | None, kind: Kind | None) -> str:
     if value is None or not math.isfinite(value):
         return "-"
-    return formatting.format_bytes(value) if kind is not None and kind.unit == "byte" else \
-        formatting.format_seconds(value)
+    return formatting.format_quantity(value, kind.unit if kind is not None else "second")
 
 
 def _point_text(p: SeriesPoint, kind: Kind | None) -> str:

@@ -185,6 +185,8 @@ COMPARISON_FORMATS = ("table", "markdown", "json")
 
 # For memory rows the verdicts faster/slower mean less/more memory; people read these.
 _MEMORY_VERDICT_TEXT = {Verdict.SLOWER: "more memory", Verdict.FASTER: "less memory"}
+_COUNT_VERDICT_TEXT = {Verdict.SLOWER: "more instructions",
+                       Verdict.FASTER: "fewer instructions"}
 
 # Column cap for free text (failure reasons) in the terminal table.
 _REASON_WIDTH = 60
@@ -204,17 +206,32 @@ def format_interval(low: float, high: float) -> str:
     return f"[{low:.2f}x, {high:.2f}x]"
 
 
+def format_count(n: float | None) -> str:
+    """An instruction count with an SI prefix ("3.05 M instr"); "-" for None or NaN."""
+    if n is None or not math.isfinite(n):
+        return "-"
+    for prefix, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.4g} {prefix} instr"
+    return f"{n:.4g} instr"
+
+
 def format_quantity(value: float, unit: str) -> str:
-    """A median in its pyperf unit: seconds or bytes."""
+    """A median in its pyperf unit: seconds, bytes or (integer) instruction counts."""
+    if unit == "integer":
+        return format_count(value)
     return format_bytes(value) if unit == "byte" else format_seconds(value)
 
 
 def verdict_text(row: ComparisonRow) -> str:
-    """The verdict as people read it: memory changes in words of memory, and a trailing "~"
-    where the change is beyond the minimum effect but not significant."""
+    """The verdict as people read it: memory and instruction-count changes in their own
+    words, and a trailing "~" where the change is beyond the minimum effect but not
+    significant."""
     text = row.verdict.value
     if row.unit == "byte":
         text = _MEMORY_VERDICT_TEXT.get(row.verdict, text)
+    elif row.unit == "integer":
+        text = _COUNT_VERDICT_TEXT.get(row.verdict, text)
     return text + ("~" if row.inconclusive else "")
 
 

@@ -54,6 +54,9 @@ def change_what(change: HistoryChange) -> str:
     if change.key.kind is not None and change.key.kind.unit == "byte":
         what = {"slower": "slower (more memory)", "faster": "faster (less memory)"}.get(
             what, what)
+    elif change.key.kind is not None and change.key.kind.unit == "integer":
+        what = {"slower": "slower (more instructions)",
+                "faster": "faster (fewer instructions)"}.get(what, what)
     if not getattr(change.change, "confirmed", True):
         what += " (newest build only)"
     if change.differs:

@@ -111,6 +111,7 @@ class CellRow:
     peak_cuda: str
     row_class: str
     machine_mark: str = ""
+    instructions: str = "—"
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,8 @@ class ModelSection:
     figures: list[Figure]
     machine_note: str = ""
     compile_panel: list[PanelRow] = field(default_factory=list)
+    # Whether any of its cells has instruction counts (run --instructions): the column.
+    counted: bool = False
 
 
 @dataclass(frozen=True)
@@ -283,7 +286,10 @@ def _cell_row(row: BuildRow, tool: str, view: CellView, first: bool, size: int) 
         peak_rss=formatting.format_bytes(rss) if rss else "—",
         peak_cuda=formatting.format_bytes(cuda) if cuda else "—",
         row_class=badge_class if badge_class != "good" else "",
-        machine_mark=formatting.MACHINE_STATE_MARK if timed and view.odd_processes else "")
+        machine_mark=formatting.MACHINE_STATE_MARK if timed and view.odd_processes else "",
+        instructions=(f"{formatting.format_count(view.instructions)} "
+                      f"± {formatting.format_count(view.instructions_spread)}"
+                      if math.isfinite(view.instructions) else "—"))
 
 
 def _model_rows(tools: list[str], rows: list[BuildRow]) -> list[CellRow]:
@@ -371,7 +377,9 @@ def _models(results: LoadedResults, build: BuildSamples,
         sections.append(ModelSection(
             f"model-{i}", formatting.safe_text(model), _model_rows(tools, model_rows), figures,
             formatting.machine_state_note(odd_value_count(model_rows), build.odd_processes),
-            panel_rows([p for p in panels if p.model == model])))
+            panel_rows([p for p in panels if p.model == model]),
+            counted=any(math.isfinite(v.instructions) for r in model_rows
+                        for v in r.cells.values())))
     return sections
 
 

@@ -13,6 +13,11 @@ where a worker that died was) and each the `phase` of a failure inside it:
     --explain and once every config is timed, each config timed ok made ready again and its
     ops profiled (explain, _explain_all).
 
+A counting worker (`CellSpec.count_instructions`, started under Valgrind's Callgrind) has
+the same import, configs and compile phases, then per config skip hooks, prep and a count
+of the prepared call's instructions (count, _count_config) in place of check, run and
+recheck: the timing run beside it checked the same calls.
+
 Writes the result so far after each config and one result file at the end, atomically, and
 exits 0 whenever it wrote one. Decides nothing that is not in the spec.
 The fork server that runs it in forked children is `kscperf.worker.server`.
@@ -43,10 +48,10 @@ from kscperf.errors import CellStatus
 from kscperf.results.envinfo import machine_info, now_iso
 from kscperf.results.fileio import write_text_atomic
 from kscperf.results.metadata import ZYGOTE_KEY
-from kscperf.spec import CanaryProbe, CellResult, CellSpec, CheckResult, ConfigResult, partial_result_path, \
-    phase_path
-from kscperf.worker import caches, canary, check, compilepanel, configs, measure, opprofile, \
-    tasks
+from kscperf.spec import CanaryProbe, CellResult, CellSpec, CheckResult, ConfigResult, \
+    callgrind_out_path, partial_result_path, phase_path
+from kscperf.worker import caches, canary, check, compilepanel, configs, instructions, \
+    measure, opprofile, tasks
 from kscperf.worker.failures import reason_for, status_for
 from kscperf.worker.tools import Built, ToolImpl, Unavailable, Unsupported, as_built, load_tool
 from kscperf.worker.torchinfo import torch_info
@@ -148,12 +153,14 @@ class _Ready:
 
 def run_cell(spec: CellSpec, clock: measure.TimeLoops | None = None,
              on_config: Callable[[CellResult], None] | None = None,
-             after_value: Callable[[], None] | None = None) -> CellResult:
+             after_value: Callable[[], None] | None = None,
+             callgrind_out: str = "") -> CellResult:
     """Run every config of one cell in this process; never raises for anything the
     definitions, the tool or the inputs do: that becomes the result's status.
     `on_config` is handed the result so far after each config, so that a crash or a kill
     later in the cell loses nothing already measured. `after_value` is called after every
-    timed warmup and value, outside the clock (where `ab` hands the turn over)."""
+    timed warmup and value, outside the clock (where `ab` hands the turn over). A counting
+    spec counts instructions instead, Callgrind writing its dumps at `callgrind_out`."""
     t_start = time.perf_counter()
     _pin(spec.affinity)
     metadata = machine_info()
@@ -177,12 +184,17 @@ def run_cell(spec: CellSpec, clock: measure.TimeLoops | None = None,
         done: list[ConfigResult] = []
         # The canary runs while this worker holds its turn in `ab`, like everything but the
         # partner's values.
-        probes: tuple[CanaryProbe, ...] = () if spec.check_only else (
-            canary.probe_machine("before"),)
+        probes: tuple[CanaryProbe, ...] = () if spec.check_only or spec.count_instructions \
+            else (canary.probe_machine("before"),)
+        if spec.count_instructions:
+            # A count is not a time: no compile time is recorded beside it.
+            cell_result = functools.partial(cell_result, compile_s=None)
         global _position
         for i, (name, config) in enumerate(cell_configs):
             _position = f"{i + 1} of {len(cell_configs)}"
-            done.append(_run_config(cell, name, config))
+            done.append(_count_config(cell, name, config, callgrind_out, 1 + sum(
+                c.instructions is not None for c in done)) if spec.count_instructions
+                else _run_config(cell, name, config))
             cell.panel.config_done(name)
             if on_config is not None:
                 on_config(cell_result(configs=tuple(done), canary=probes,
@@ -335,6 +347,41 @@ def _run_config(cell: _Cell, name: str, config: tuple[Any, ...]) -> ConfigResult
                             **kept)
     finally:
         ready = None  # drop the graph before the next config
+        _teardown(cell.device)
+
+
+def _count_config(cell: _Cell, name: str, config: tuple[Any, ...], callgrind_out: str,
+                  dump: int) -> ConfigResult:
+    """One config of a counting worker: skip, prep, then the instructions per call of its
+    prepared call (`instructions.count_calls`, Callgrind's dump number `dump`), over as many
+    calls as the timing run's calibrated loops, within `instructions.CALLS_RANGE`. Whatever
+    the tool, the config or the count raises becomes the result's status."""
+    common: dict[str, Any] = {"config": name, "numel": _numel(config), "date": now_iso()}
+    reason = cell.model.skip_reason(cell.spec.task, name, cell.spec.tool)
+    if reason:
+        return ConfigResult(status=CellStatus.SKIPPED, reason=reason, **common)
+    phase = _enter("prep", name)
+    ready: _Ready | str | None = None
+    try:
+        ready = _prep(cell, name, config)
+        if isinstance(ready, str):
+            return ConfigResult(status=CellStatus.SKIPPED, reason=ready, **common)
+        phase = _enter("count", name)
+        low, high = instructions.CALLS_RANGE
+        calls = min(max(cell.loops.get(name, low), low), high)
+        per_call = instructions.count_calls(
+            ready.prepared.timed, functools.partial(_timing_context, ready.prepared, cell.lazy),
+            calls, callgrind_out, dump)
+        result = ConfigResult(status=CellStatus.OK, instructions=per_call, **common)
+        if cell.built.example_done is not None:
+            phase = _enter("teardown", name)
+            cell.built.example_done(*ready.args)
+        return result
+    except Exception as exc:
+        return ConfigResult(status=status_for(exc), phase=phase, reason=reason_for(exc),
+                            **common)
+    finally:
+        ready = None
         _teardown(cell.device)
 
 
@@ -548,7 +595,8 @@ def main(spec_path: str, result_path: str, zygote: str | None = None) -> int:
     try:
         result = run_cell(spec, on_config=lambda partial: _write_result(
             partial_result_path(result_path), partial, "the worker's partial result"),
-            after_value=turns.after_value if turns is not None else None)
+            after_value=turns.after_value if turns is not None else None,
+            callgrind_out=callgrind_out_path(result_path))
         result = dataclasses.replace(result, metadata={
             **result.metadata, ZYGOTE_KEY: zygote or f"own-{uuid.uuid4().hex[:12]}"})
         if turns is not None:

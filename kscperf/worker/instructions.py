@@ -1,5 +1,5 @@
 """Counting a call's instructions where the machine has no hardware counter: in a worker
-started under Valgrind's Callgrind (`valgrind` with `CALLGRIND_OPTIONS` and
+started under Valgrind's Callgrind (`kscperf.orchestrator.counting` starts it, with
 `--callgrind-out-file=FILE`), `count_calls` makes `calls` calls of a timed callable with
 Callgrind collecting only meanwhile, and reads the count from the dump it wrote.
 
@@ -10,11 +10,9 @@ counted; `torch._C._valgrind_toggle` turns it on and `_valgrind_toggle_and_dump_
 writing the counts since the last dump to `FILE.N` (Callgrind numbers its dumps from 1). The
 count is exact for the instructions that ran, but which instructions run depends on the
 vector ISA: Valgrind 3.19 shows the program a CPU without AVX-512, so kernels chosen at run
-time can differ from a native run's, and every build is pinned to the same ISA
-(`PINNED_ISA`) so that two builds count the same kernels' instructions.
-
-This module is the measurement; running a cell's workers under Valgrind and storing the
-counts as a kind of their own is issue 32's next step (docs/method.md, "What is left").
+time can differ from a native run's, and every build is pinned to the same ISA (the
+orchestrator's `counting.PINNED_ISA`) so that two builds count the same kernels'
+instructions.
 """
 
 from __future__ import annotations
@@ -25,17 +23,12 @@ from typing import Any, Callable, ContextManager
 
 import torch
 
-__all__ = ["CALLGRIND_OPTIONS", "PINNED_ISA", "WARMUP_CALLS", "CallgrindError", "count_calls",
-           "callgrind_count"]
+__all__ = ["WARMUP_CALLS", "CALLS_RANGE", "CallgrindError", "count_calls", "callgrind_count"]
 
-# Ir only; instrumentation on from the start (so that the first counted call pays no
-# instrumentation cost), collection off until the first toggle.
-CALLGRIND_OPTIONS = ("--tool=callgrind", "--instr-atstart=yes", "--collect-atstart=no",
-                     "--dump-instr=no", "--cache-sim=no", "--branch-sim=no")
-# One vector ISA for every build under Valgrind (ATen's dispatch and oneDNN's), and one
-# thread: Callgrind serialises threads, and a pool would count its spinning.
-PINNED_ISA = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2",
-              "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+# Calls counted per config: the timing run's calibrated loops, at least 10 (so that a
+# call's one-time work is a tenth at most) and at most 1,000 (so that a fast call costs
+# seconds, not minutes, under Valgrind's 20-100x).
+CALLS_RANGE = (10, 1000)
 # Calls made before counting: a first call's one-time work (allocator growth, lazy
 # initialisation) is not the steady call's.
 WARMUP_CALLS = 3
@@ -77,8 +70,14 @@ def count_calls(timed: Callable[[], Any], context: Callable[[], ContextManager[A
         gc.disable()
         try:
             torch._C._valgrind_toggle()
-            for _ in range(calls):
-                timed()
+            try:
+                for _ in range(calls):
+                    timed()
+            except BaseException:
+                # Collection off again, with no dump: the next config's toggle must turn
+                # it on, and its dump keep the number it expects.
+                torch._C._valgrind_toggle()
+                raise
             torch._C._valgrind_toggle_and_dump_stats()
         finally:
             gc.enable()
