@@ -290,8 +290,10 @@ class ConfigResult:
     # timed; None without it.
     op_profile: OpProfile | None = None
     # A counting worker's (CellSpec.count_instructions) instructions per call; None in a
-    # timing worker's result.
+    # timing worker's result. With --explain, (function, instructions per call) of the
+    # functions with the most, most first (kscperf.worker.instructions.FUNCTIONS_KEPT).
     instructions: float | None = None
+    instruction_functions: tuple[tuple[str, float], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -310,6 +312,10 @@ class ConfigResult:
             d["op_profile"] = self.op_profile.to_dict()
         if self.instructions is None:
             del d["instructions"]  # as clock_warning
+        if self.instruction_functions:
+            d["instruction_functions"] = [list(f) for f in self.instruction_functions]
+        else:
+            del d["instruction_functions"]
         return d
 
     @classmethod
@@ -324,6 +330,8 @@ class ConfigResult:
         d["op_profile"] = OpProfile.from_dict(profile) if profile is not None else None
         if d.get("instructions") is not None:
             d["instructions"] = float(d["instructions"])
+        d["instruction_functions"] = tuple((str(name), float(n)) for name, n
+                                           in d.get("instruction_functions", ()))
         return cls(**d)
 
 

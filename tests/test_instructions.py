@@ -8,6 +8,7 @@ results files."""
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 from pathlib import Path
 
@@ -22,7 +23,9 @@ from kscperf.plan.cells import PlannedCell
 from kscperf.results.files import load_results, write_results
 from kscperf.results.samples import build_samples
 from kscperf.spec import CellResult, ConfigResult
-from kscperf.worker.instructions import CallgrindError, callgrind_count, count_calls
+from kscperf.views.formatting import format_comparison
+from kscperf.worker.instructions import UNKNOWN_CODE, CallgrindError, callgrind_count, \
+    callgrind_functions, count_calls
 from runner_testing import DEFS, FIXTURES, QUICK, cli
 
 WORK = FIXTURES / "work" / "work.py"
@@ -51,6 +54,38 @@ def test_a_dump_gives_its_instruction_count_and_a_bad_one_says_what_is_wrong() -
         callgrind_count(_DUMP.replace("events: Ir", "events: Dr"), "d")
 
 
+# Compressed names, a call (whose inclusive cost is the callee's, not the caller's), position
+# compression, and code without a symbol.
+_FUNCTIONS_DUMP = """# callgrind format
+version: 1
+positions: line
+events: Ir
+summary: 1500
+
+ob=(1) /lib/libtorch_cpu.so
+fl=(1) ???
+fn=(1) at::native::sin_kernel(at::TensorIteratorBase&)
+0 600
++2 100
+cfl=(1)
+cfn=(2) Sleef_sinf8_u10
+calls=4 0
+0 500
+fn=(2)
+0 500
+fn=(3) 0x0000000004f5a1c0
+* 150
+fn=(4) 0x0000000004f5a2d0
+0 150
+"""
+
+
+def test_a_dump_gives_each_function_its_own_instructions_not_its_callees() -> None:
+    assert callgrind_functions(_FUNCTIONS_DUMP) == {
+        "at::native::sin_kernel(at::TensorIteratorBase&)": 700, "Sleef_sinf8_u10": 500,
+        UNKNOWN_CODE: 300}
+
+
 def test_counting_outside_valgrind_is_refused_with_a_reason(tmp_path: Path) -> None:
     x = torch.randn(16)
     with pytest.raises(CallgrindError, match="running under valgrind --tool=callgrind"):
@@ -64,7 +99,7 @@ def test_ab_counts_both_builds_under_callgrind_and_sees_five_percent_more_work(
     # The one Callgrind run of the suite (4 processes, each about 20 s of importing torch
     # under Valgrind): NEW's ptnice makes 63 sin() passes a call where BASE's makes 60.
     proc = cli("ab", WORK, "--tools", "ptnice", "--tasks", "inference", *QUICK,
-               "--new-env", "KSCPERF_TEST_NICE_WORK=1.05", "--instructions",
+               "--new-env", "KSCPERF_TEST_NICE_WORK=1.05", "--instructions", "--explain",
                "-o", tmp_path, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     for label in ("base", "new"):
@@ -83,6 +118,11 @@ def test_ab_counts_both_builds_under_callgrind_and_sees_five_percent_more_work(
         assert first > 1_000_000 and abs(second - first) / first < 0.005, counted.values
     [row] = [r for r in api.compare_builds(base, new).rows if r.kind is Kind.INSTRUCTIONS]
     assert row.verdict.value == "slower" and 1.04 < row.ratio < 1.06, row
+    # --explain: the functions that compute sin() are those whose counts moved.
+    assert "Functions of work/ptnice/inference/4096:instructions" in proc.stdout
+    [explained] = api.compare_builds(base, new).count_explanations
+    moved = [f for f in explained.functions if f.verdict == "more"]
+    assert moved and "sin" in moved[0].function.lower(), explained.functions[:5]
     # The timing is its own benchmark beside the counts, and pyperf reads both.
     assert build_samples(new).benchmarks["work/ptnice/inference/4096"].values
     import pyperf
@@ -157,3 +197,41 @@ def test_counts_of_two_counters_are_never_compared(tmp_path: Path) -> None:
     with pytest.raises(KscperfError, match="different instruction counters"):
         api.compare_builds(base, other)
     assert not api.compare_builds(base, other, force=True).rows
+
+
+def _with_functions(path: Path, functions: list[dict[str, float]]) -> str:
+    """A results file of one build whose counting processes kept `functions`."""
+    counts = [CellResult(model="m", tool="pt", task="fwd", process_index=i,
+                         status=CellStatus.OK,
+                         configs=(ConfigResult(config="c", status=CellStatus.OK,
+                                               instructions=sum(f.values()),
+                                               instruction_functions=tuple(f.items())),))
+              for i, f in enumerate(functions)]
+    write_results(str(path), [], {"build": path.stem, "instructions_method": "callgrind"},
+                  counts=counts)
+    return str(path)
+
+
+def test_compare_explain_names_the_function_whose_count_moved(tmp_path: Path) -> None:
+    base = _with_functions(tmp_path / "base.json", [
+        {"sin": 600_000, "add": 300_000, "other": 100_000},
+        {"sin": 600_100, "add": 300_000, "other": 100_050}])
+    new = _with_functions(tmp_path / "new.json", [
+        {"sin": 630_000, "add": 300_000, "other": 100_020},
+        {"sin": 630_100, "add": 300_010, "other": 100_000}])
+    comparison = api.compare_builds(base, new)
+    [e] = comparison.count_explanations
+    first = e.functions[0]
+    assert (first.function, first.verdict) == ("sin", "more")
+    assert abs(first.share - 1) < 0.01 and abs(e.explained_share - 1) < 0.01
+    assert {f.function: f.verdict for f in e.functions[1:]} == {"add": "same", "other": "same"}
+    text = format_comparison(comparison, "table", explain="regressions")
+    assert "Functions of m/pt/fwd/c:instructions" in text and "more" in text
+    doc = json.loads(format_comparison(comparison, "json", explain="regressions"))
+    [row] = doc["benchmarks"]
+    assert row["explain"][0]["function"] == "sin" and row["explain"][0]["verdict"] == "more"
+    # Files counted without --explain keep no functions: compare says what to do.
+    plain = _counted(tmp_path / "plain.json", [1_000_000, 1_000_100])
+    more = _counted(tmp_path / "more.json", [1_030_000, 1_030_100])
+    assert "count both builds with --instructions --explain" in format_comparison(
+        api.compare_builds(plain, more), "table", explain="regressions")

@@ -14,8 +14,9 @@ A comparison has one row per benchmark and kind:
 | `instructions` | `model/tool/task/config:instructions` | one (per call, a counting process) |
 
 For the memory kinds `slower`/`faster` mean more/less memory, for instructions more/less
-instructions; instructions have their own minimum effect (`INSTRUCTIONS_MIN_EFFECT`), and
-counts of two counters (`instructions_method`) are never compared. When the machine's own speed
+instructions; instructions have their own minimum effect (`INSTRUCTIONS_MIN_EFFECT`) and
+their own test (Student's t on the logs of one count per process, `stats.compare_log_levels`),
+and counts of two counters (`instructions_method`) are never compared. When the machine's own speed
 changed between the two runs (by their canaries, `kscperf.stats.machine`), a time, compile or prep
 row that the change could explain gets `machine-shift` instead of a confident verdict, and
 so does one whose verdict does not hold over the processes that ran in the run's usual
@@ -35,6 +36,7 @@ from typing import Any, Iterable
 from kscperf.compare import units
 from kscperf.compare.compilestats import CompileChange, compare_panels
 from kscperf.compare.codediff import CodeDiff, code_diffs
+from kscperf.compare.countdiff import CountExplanation, explain_counts
 from kscperf.compare.explain import Explanation, explain_rows
 from kscperf.errors import CellStatus, KscperfError
 from kscperf.names import BenchmarkName, Kind, benchmark_name
@@ -199,6 +201,9 @@ class Comparison:
     # and the generated code of the compiled cells both kept (compare.codediff).
     explanations: tuple[Explanation, ...] = ()
     code_diffs: tuple[CodeDiff, ...] = ()
+    # The function diffs of the instructions rows both builds kept functions for
+    # (run --instructions --explain; compare.countdiff).
+    count_explanations: tuple[CountExplanation, ...] = ()
 
     @property
     def regressions(self) -> tuple[ComparisonRow, ...]:
@@ -353,7 +358,13 @@ def _compare_pair(base: BenchmarkSamples | None, new: BenchmarkSamples | None, a
     usual = None
     base_units, new_units = units.zygote_units(base), units.zygote_units(new)
     tested = (base.runs if base else (), new.runs if new else ())
-    if base_units is not None and new_units is not None:
+    if present.kind is Kind.INSTRUCTIONS and base is not None and new is not None:
+        # One count per process, as steady as the code: Student's t on their logs holds at
+        # two processes a side, where the pooled rank test could never reach p < 1/3.
+        estimate = stats.compare_log_levels([math.log(v) for v in base.values if v > 0],
+                                            [math.log(v) for v in new.values if v > 0],
+                                            alpha=alpha)
+    elif base_units is not None and new_units is not None:
         # Fewer than MIN_PROCESSES zygotes a side fall to the pooled test of one value per
         # zygote, which one zygote against one cannot pass: no verdict from one run each.
         tested = (base_units, new_units)
@@ -580,12 +591,16 @@ def compare_builds(base: LoadedResults, new: LoadedResults, *,
     explanations = explain_rows(base, new, ((r.name, (r.model, r.tool, r.task, r.config),
                                              r.base_value, r.new_value)
                                             for r in rows if r.kind == Kind.TIME), alpha=alpha)
+    count_explanations = explain_counts(base, new, (
+        (r.name, (r.model, r.tool, r.task, r.config), r.base_value, r.new_value)
+        for r in rows if r.kind == Kind.INSTRUCTIONS))
     return Comparison(base=_build_info(base), new=_build_info(new), min_effect=min_effect,
                       alpha=alpha, rows=tuple(rows), geomeans=_geomeans(rows, estimates, alpha),
                       ignored_differences=tuple(differences) if force else (),
                       machine=check, compile_changes=compare_panels(
                           base.runs, new.runs, min_effect=min_effect, alpha=alpha),
-                      explanations=explanations, code_diffs=code_diffs(base.runs, new.runs))
+                      explanations=explanations, code_diffs=code_diffs(base.runs, new.runs),
+                      count_explanations=count_explanations)
 
 
 def refuse_incomparable(base: LoadedResults, new: LoadedResults, *, force: bool = False,

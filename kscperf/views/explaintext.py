@@ -9,13 +9,16 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from kscperf.compare.codediff import CodeDiff
+from kscperf.compare.countdiff import CountExplanation, FunctionChange
 from kscperf.compare.explain import Explanation, OpChange
-from kscperf.views.textunits import align_columns, format_p, format_percent, format_seconds, \
+from kscperf.views.textunits import align_columns, format_count, format_p, format_percent, format_seconds, \
     json_number, markdown_text, one_line, safe_text
 
-__all__ = ["TABLE_ROWS", "OP_HEADER", "explained", "explanation_title", "format_delta",
-           "op_verdict", "op_cells", "explain_json", "format_explanations", "GraphView",
-           "CodeView", "code_views"]
+__all__ = ["TABLE_ROWS", "OP_HEADER", "FUNCTION_HEADER", "explained", "explained_counts",
+           "explanation_title", "count_explanation_title", "format_delta", "op_verdict",
+           "op_cells", "function_cells", "explain_json", "count_explain_json",
+           "format_explanations", "format_count_explanations", "GraphView", "CodeView",
+           "code_views"]
 
 # The ops a table or markdown shows per benchmark; JSON has them all.
 TABLE_ROWS = 10
@@ -29,6 +32,19 @@ def explained(comparison: Any, which: str) -> tuple[list[Explanation], list[str]
     wanted = [r.name for r in comparison.rows if r.kind == "time"
               and (which == "all" or r.is_regression)]
     by_name = {e.name: e for e in comparison.explanations}
+    return ([by_name[n] for n in wanted if n in by_name],
+            [n for n in wanted if n not in by_name])
+
+
+def explained_counts(comparison: Any, which: str) -> tuple[list[CountExplanation], list[str]]:
+    """The function diffs `which` asks for ("regressions": of the instruction rows called
+    slower, "all": every one; "": none), and the asked-for instruction rows that a build
+    did not keep functions for (`run --instructions --explain`)."""
+    if not which:
+        return [], []
+    wanted = [r.name for r in comparison.rows if r.kind == "instructions"
+              and (which == "all" or r.is_regression)]
+    by_name = {e.name: e for e in comparison.count_explanations}
     return ([by_name[n] for n in wanted if n in by_name],
             [n for n in wanted if n not in by_name])
 
@@ -73,6 +89,57 @@ def _more(e: Explanation) -> list[str]:
     return [f"({left} more ops in --format json)"] if left > 0 else []
 
 
+FUNCTION_HEADER = ["function", "base", "new", "Δ per call", "share", "verdict"]
+
+
+def _count_delta(n: float) -> str:
+    if math.isnan(n):
+        return "-"
+    return ("+" if n > 0 else "") + format_count(n)
+
+
+def function_cells(f: FunctionChange) -> list[str]:
+    """One function's row as the cells of `FUNCTION_HEADER` (text, not yet escaped)."""
+    return [f.function[:120], format_count(f.base), format_count(f.new),
+            _count_delta(f.delta), format_percent(f.share),
+            f.verdict + (f", only in {f.only_in.upper()}" if f.only_in else "")]
+
+
+def count_explanation_title(e: CountExplanation) -> str:
+    """What one function diff is of, in one line."""
+    return (f"Functions of {e.name}: measured {_count_delta(e.measured_delta)} a call "
+            f"({format_percent(e.measured_delta / e.base_count if e.base_count else math.nan)}"
+            f"); {e.processes_base} and {e.processes_new} processes counted; the functions "
+            f"that moved explain {format_percent(e.explained_share)} of it")
+
+
+def format_count_explanations(explanations: list[CountExplanation], missing: list[str],
+                              fmt: str) -> str:
+    """The function diffs as a table per instructions benchmark ("table") or markdown
+    ("markdown"), each with its first `TABLE_ROWS` functions, and a line naming the
+    benchmarks asked for that a build kept no functions for; "" when none was asked for."""
+    parts = []
+    for e in explanations:
+        rows = [function_cells(f) for f in e.functions[:TABLE_ROWS]]
+        if fmt == "markdown":
+            parts += [f"**{markdown_text(count_explanation_title(e))}**", "",
+                      "| " + " | ".join(FUNCTION_HEADER) + " |",
+                      "|---|" + "---:|" * 4 + "---|"]
+            parts += ["| " + " | ".join(markdown_text(c) for c in r) + " |" for r in rows]
+        else:
+            parts += [one_line(count_explanation_title(e)),
+                      align_columns([FUNCTION_HEADER] + [[one_line(c) for c in r]
+                                                         for r in rows])]
+        left = len(e.functions) - TABLE_ROWS
+        parts += ([f"({left} more functions in --format json)"] if left > 0 else []) + [""]
+    if missing:
+        parts.append(f"No function counts in both builds for {len(missing)} of the "
+                     f"instruction rows asked to explain ({one_line(', '.join(missing[:3]))}"
+                     f"{', ...' if len(missing) > 3 else ''}): count both builds with "
+                     "--instructions --explain.")
+    return "\n".join(parts).rstrip("\n")
+
+
 def format_explanations(explanations: list[Explanation], missing: list[str], fmt: str) -> str:
     """The op diffs as a table per benchmark ("table") or markdown ("markdown"), each with
     its first `TABLE_ROWS` ops, and a line naming the benchmarks asked for that a build did
@@ -109,6 +176,14 @@ def explain_json(e: Explanation) -> list[dict[str, Any]]:
              "share": json_number(o.share), "p_value": json_number(o.p_value),
              "q_value": json_number(o.q_value), "only_in": o.only_in or None,
              "verdict": o.verdict} for o in e.ops]
+
+
+def count_explain_json(e: CountExplanation) -> list[dict[str, Any]]:
+    """One explained instructions benchmark's `explain` list: every function kept, largest
+    |Δ| first."""
+    return [{"function": f.function, "base": json_number(f.base), "new": json_number(f.new),
+             "delta": json_number(f.delta), "share": json_number(f.share),
+             "only_in": f.only_in or None, "verdict": f.verdict} for f in e.functions]
 
 
 @dataclass(frozen=True)

@@ -17,20 +17,22 @@ from typing import Any
 
 from kscperf.compare.builds import Comparison, ComparisonRow, GeoMean, MachineCheck, Verdict
 from kscperf.stats import core as stats, machine
-from kscperf.views.explaintext import explain_json, explained, format_explanations
+from kscperf.views.explaintext import count_explain_json, explain_json, explained, \
+    explained_counts, format_count_explanations, format_explanations
 from kscperf.views.compileview import compile_changes_json, compile_changes_markdown, \
     format_compile_changes
 from kscperf.errors import TIMED_STATUSES, CellStatus
 from kscperf.results.files import CellSummary
 from kscperf.results.samples import BuildRow, CellView
 from kscperf.views.textunits import align_columns as align_table
-from kscperf.views.textunits import format_p, format_percent, format_seconds, json_number, \
-    markdown_text, one_line, safe_text
+from kscperf.views.textunits import format_count, format_p, format_percent, format_seconds, \
+    json_number, markdown_text, one_line, safe_text
 
 __all__ = [
     "safe_text",
     "format_seconds",
     "format_bytes",
+    "format_count",
     "format_ratio",
     "format_interval",
     "format_p",
@@ -206,16 +208,6 @@ def format_interval(low: float, high: float) -> str:
     return f"[{low:.2f}x, {high:.2f}x]"
 
 
-def format_count(n: float | None) -> str:
-    """An instruction count with an SI prefix ("3.05 M instr"); "-" for None or NaN."""
-    if n is None or not math.isfinite(n):
-        return "-"
-    for prefix, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(n) >= scale:
-            return f"{n / scale:.4g} {prefix} instr"
-    return f"{n:.4g} instr"
-
-
 def format_quantity(value: float, unit: str) -> str:
     """A median in its pyperf unit: seconds, bytes or (integer) instruction counts."""
     if unit == "integer":
@@ -388,6 +380,8 @@ def _format_table(comparison: Comparison, only_changed: bool, explain: str) -> s
         parts += ["", compile_changes]
     if explain:
         parts += ["", format_explanations(*explained(comparison, explain), "table")]
+        counts = format_count_explanations(*explained_counts(comparison, explain), "table")
+        parts += ["", counts] if counts else []
     parts.append("")
     parts.append(_regression_line(comparison))
     return "\n".join(parts)
@@ -430,6 +424,8 @@ def _format_markdown(comparison: Comparison, only_changed: bool, explain: str) -
                                       only_changed=True)
     if explain:
         lines += ["", format_explanations(*explained(comparison, explain), "markdown")]
+        counts = format_count_explanations(*explained_counts(comparison, explain), "markdown")
+        lines += ["", counts] if counts else []
     regression = _regression_line(comparison).removeprefix("regression: ")
     lines += ["", f"Regression: {regression.replace('yes', '**yes**', 1)}"]
     return "\n".join(lines)
@@ -491,6 +487,9 @@ def _format_json(comparison: Comparison, only_changed: bool, explain: str) -> st
 
     explanations, missing = explained(comparison, explain)
     ops = {e.name: explain_json(e) for e in explanations}
+    count_explanations, count_missing = explained_counts(comparison, explain)
+    ops.update({e.name: count_explain_json(e) for e in count_explanations})
+    missing = missing + count_missing
     benchmarks = [dict(_row_json(r), **({"explain": ops[r.name]} if r.name in ops else {}))
                   for r in _rows_to_show(comparison, only_changed)]
     doc: dict[str, Any] = {

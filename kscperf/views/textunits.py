@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 import re
 
-__all__ = ["safe_text", "one_line", "markdown_text", "format_seconds", "format_p",
-           "format_percent", "json_number", "align_columns"]
+__all__ = ["safe_text", "one_line", "markdown_text", "format_seconds", "format_count",
+           "format_p", "format_percent", "json_number", "align_columns"]
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
@@ -39,6 +39,16 @@ def align_columns(rows: list[list[str]]) -> str:
 
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|#!{}])")
+
+
+def format_count(n: float | None) -> str:
+    """An instruction count with an SI prefix ("3.05 M instr"); "-" for None or NaN."""
+    if n is None or not math.isfinite(n):
+        return "-"
+    for prefix, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.4g} {prefix} instr"
+    return f"{n:.4g} instr"
 
 
 def format_p(p: float) -> str:

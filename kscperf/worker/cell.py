@@ -354,7 +354,8 @@ def _count_config(cell: _Cell, name: str, config: tuple[Any, ...], callgrind_out
                   dump: int) -> ConfigResult:
     """One config of a counting worker: skip, prep, then the instructions per call of its
     prepared call (`instructions.count_calls`, Callgrind's dump number `dump`), over as many
-    calls as the timing run's calibrated loops, within `instructions.CALLS_RANGE`. Whatever
+    calls as the timing run's calibrated loops, within `instructions.CALLS_RANGE`; with
+    --explain, its functions' counts too. Whatever
     the tool, the config or the count raises becomes the result's status."""
     common: dict[str, Any] = {"config": name, "numel": _numel(config), "date": now_iso()}
     reason = cell.model.skip_reason(cell.spec.task, name, cell.spec.tool)
@@ -369,10 +370,13 @@ def _count_config(cell: _Cell, name: str, config: tuple[Any, ...], callgrind_out
         phase = _enter("count", name)
         low, high = instructions.CALLS_RANGE
         calls = min(max(cell.loops.get(name, low), low), high)
-        per_call = instructions.count_calls(
+        counted = instructions.count_calls(
             ready.prepared.timed, functools.partial(_timing_context, ready.prepared, cell.lazy),
             calls, callgrind_out, dump)
-        result = ConfigResult(status=CellStatus.OK, instructions=per_call, **common)
+        # With --explain, the functions with the most instructions, for compare's diff.
+        result = ConfigResult(status=CellStatus.OK, instructions=counted.per_call,
+                              instruction_functions=counted.functions if cell.spec.explain
+                              else (), **common)
         if cell.built.example_done is not None:
             phase = _enter("teardown", name)
             cell.built.example_done(*ready.args)

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import gc
 import re
+from dataclasses import dataclass
 from typing import Any, Callable, ContextManager
 
 import torch
 
-__all__ = ["WARMUP_CALLS", "CALLS_RANGE", "CallgrindError", "count_calls", "callgrind_count"]
+__all__ = ["WARMUP_CALLS", "CALLS_RANGE", "FUNCTIONS_KEPT", "CallgrindError", "Counted",
+           "count_calls", "callgrind_count", "callgrind_functions"]
 
 # Calls counted per config: the timing run's calibrated loops, at least 10 (so that a
 # call's one-time work is a tenth at most) and at most 1,000 (so that a fast call costs
@@ -32,6 +34,10 @@ CALLS_RANGE = (10, 1000)
 # Calls made before counting: a first call's one-time work (allocator growth, lazy
 # initialisation) is not the steady call's.
 WARMUP_CALLS = 3
+
+# The functions a count keeps for `--explain`: those with the most instructions, at most
+# this many.
+FUNCTIONS_KEPT = 100
 
 _SUMMARY = re.compile(r"^(?:summary|totals):\s*(\d+)", re.MULTILINE)
 _EVENTS = re.compile(r"^events:\s*(.+)$", re.MULTILINE)
@@ -53,12 +59,72 @@ def callgrind_count(text: str, where: str) -> int:
     return int(summary.group(1))
 
 
+# A compressed name, "(id) name" where it is defined and "(id)" after.
+_COMPRESSED = re.compile(r"^\((\d+)\)(?: (.*))?$")
+# Code Valgrind found no symbol for: one bucket, whatever its address in this process.
+_ADDRESS = re.compile(r"^0x[0-9a-fA-F]+$")
+UNKNOWN_CODE = "(code without a symbol)"
+
+
+def _function_name(names: dict[str, str], value: str) -> str:
+    m = _COMPRESSED.match(value)
+    if m is None:
+        name = value
+    elif m.group(2) is not None:
+        name = names[m.group(1)] = m.group(2)
+    else:
+        name = names.get(m.group(1), value)
+    return UNKNOWN_CODE if _ADDRESS.match(name) else name
+
+
+def callgrind_functions(text: str) -> dict[str, int]:
+    """The self instruction count (Ir) of each function of one Callgrind dump's text: the
+    cost lines under its `fn=`, not the inclusive costs of the calls it makes (the cost
+    line after each `calls=`). Names are Callgrind's, which carry no file path; code
+    without a symbol is one entry, `UNKNOWN_CODE`."""
+    names: dict[str, str] = {}
+    counts: dict[str, int] = {}
+    current: str | None = None
+    after_call = False
+    for line in text.splitlines():
+        if not line or line[0] == "#":
+            continue
+        if line[0].isdigit() or line[0] in "+-*":
+            if after_call:
+                after_call = False  # the call's inclusive cost: the callee's, not self
+            elif current is not None:
+                parts = line.split()
+                if len(parts) > 1:
+                    counts[current] = counts.get(current, 0) + int(parts[1])
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            continue
+        if key == "fn":
+            current = _function_name(names, value)
+        elif key == "cfn":
+            _function_name(names, value)  # defines the name for a later fn=
+        elif key == "calls":
+            after_call = True
+    return counts
+
+
+@dataclass(frozen=True)
+class Counted:
+    """One config's count: instructions per call, and per call of each of the
+    `FUNCTIONS_KEPT` functions with the most (self) instructions, most first."""
+
+    per_call: float
+    functions: tuple[tuple[str, float], ...]
+
+
 def count_calls(timed: Callable[[], Any], context: Callable[[], ContextManager[Any]],
-                calls: int, out_file: str, dump: int) -> float:
-    """Instructions per call of `timed`, over `calls` calls made inside `context()` after
-    `WARMUP_CALLS` uncounted ones, in a process under Callgrind writing `out_file`; `dump`
-    is the number this dump will get (1 for the process's first). Raises CallgrindError
-    when this process is not under Callgrind or the dump cannot be read."""
+                calls: int, out_file: str, dump: int) -> Counted:
+    """Instructions per call of `timed` (and of its functions), over `calls` calls made
+    inside `context()` after `WARMUP_CALLS` uncounted ones, in a process under Callgrind
+    writing `out_file`; `dump` is the number this dump will get (1 for the process's
+    first). Raises CallgrindError when this process is not under Callgrind or the dump
+    cannot be read."""
     if calls < 1:
         raise ValueError(f"calls must be at least 1, not {calls}")
     if not torch._C._valgrind_supported_platform():
@@ -88,4 +154,6 @@ def count_calls(timed: Callable[[], Any], context: Callable[[], ContextManager[A
     except OSError as exc:
         raise CallgrindError(f"no Callgrind dump at {path} ({exc.strerror or exc}): is this "
                              "process running under valgrind --tool=callgrind?") from None
-    return callgrind_count(text, path) / calls
+    functions = sorted(callgrind_functions(text).items(), key=lambda kv: (-kv[1], kv[0]))
+    return Counted(callgrind_count(text, path) / calls,
+                   tuple((name, n / calls) for name, n in functions[:FUNCTIONS_KEPT]))
