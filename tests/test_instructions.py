@@ -77,13 +77,17 @@ fn=(3) 0x0000000004f5a1c0
 * 150
 fn=(4) 0x0000000004f5a2d0
 0 150
+fn=(5) _PyEval_EvalFrameDefault'2
+0 40
+fn=(6) _PyEval_EvalFrameDefault
+0 10
 """
 
 
 def test_a_dump_gives_each_function_its_own_instructions_not_its_callees() -> None:
     assert callgrind_functions(_FUNCTIONS_DUMP) == {
         "at::native::sin_kernel(at::TensorIteratorBase&)": 700, "Sleef_sinf8_u10": 500,
-        UNKNOWN_CODE: 300}
+        UNKNOWN_CODE: 300, "_PyEval_EvalFrameDefault": 50}
 
 
 def test_counting_outside_valgrind_is_refused_with_a_reason(tmp_path: Path) -> None:
@@ -143,7 +147,7 @@ def test_without_valgrind_counts_are_skipped_with_the_reason_and_the_timing_stan
     assert {r.status for r in loaded.instruction_runs} == {CellStatus.SKIPPED}
     assert "valgrind is not installed" in loaded.instruction_runs[0].reason
     assert not list(build_samples(loaded).of_kind(Kind.INSTRUCTIONS))
-    assert build_samples(loaded).benchmarks["toy/pt/inference/0"].values
+    assert build_samples(loaded).benchmarks["toy/pt/inference/8"].values
 
 
 def test_gpu_cells_and_compiled_cells_without_a_warm_cache_are_not_counted() -> None:

@@ -63,6 +63,8 @@ def callgrind_count(text: str, where: str) -> int:
 _COMPRESSED = re.compile(r"^\((\d+)\)(?: (.*))?$")
 # Code Valgrind found no symbol for: one bucket, whatever its address in this process.
 _ADDRESS = re.compile(r"^0x[0-9a-fA-F]+$")
+# Callgrind's mark of a recursion level (`_PyEval_EvalFrameDefault'2`): one function.
+_RECURSION = re.compile(r"'\d+$")
 UNKNOWN_CODE = "(code without a symbol)"
 
 
@@ -74,14 +76,14 @@ def _function_name(names: dict[str, str], value: str) -> str:
         name = names[m.group(1)] = m.group(2)
     else:
         name = names.get(m.group(1), value)
-    return UNKNOWN_CODE if _ADDRESS.match(name) else name
+    return UNKNOWN_CODE if _ADDRESS.match(name) else _RECURSION.sub("", name)
 
 
 def callgrind_functions(text: str) -> dict[str, int]:
     """The self instruction count (Ir) of each function of one Callgrind dump's text: the
     cost lines under its `fn=`, not the inclusive costs of the calls it makes (the cost
-    line after each `calls=`). Names are Callgrind's, which carry no file path; code
-    without a symbol is one entry, `UNKNOWN_CODE`."""
+    line after each `calls=`). Names are Callgrind's, which carry no file path, without
+    its recursion-level mark; code without a symbol is one entry, `UNKNOWN_CODE`."""
     names: dict[str, str] = {}
     counts: dict[str, int] = {}
     current: str | None = None
