@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import sys
 from typing import Any, Callable, Sequence
 
 from kscperf import __version__
+from kscperf.cliargs import cpu_list as _cpu_list, env_assignment as _env_assignment, \
+    non_negative_int as _non_negative_int, positive_float as _positive_float, \
+    positive_int as _positive_int
 from kscperf.errors import KscperfError
 from kscperf.paths import BISECT_CACHE, DEFAULT_STORE, RESULTS_DIR
 from kscperf.spec import COMPILE_CACHES, ISOLATIONS, WorkerSettings
@@ -30,49 +32,6 @@ SUBCOMMANDS = ("run", "ab", "list", "check", "compare", "report", "merge", "hist
 
 # The defaults of the options that set a run's worker settings: their one source.
 _WORKER = WorkerSettings()
-
-
-def _number(convert: Callable[[str], Any], noun: str, valid: Callable[[Any], bool],
-            rule: str) -> Callable[[str], Any]:
-    """An argparse type: `convert` the text, which must be `valid`; else say `rule`."""
-
-    def parse(text: str) -> Any:
-        try:
-            value = convert(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {noun}") from None
-        if not valid(value):
-            raise argparse.ArgumentTypeError(f"{text!r} {rule}")
-        return value
-
-    return parse
-
-
-_positive_int = _number(int, "a whole number", lambda v: v >= 1, "must be at least 1")
-_non_negative_int = _number(int, "a whole number", lambda v: v >= 0, "must not be negative")
-_positive_float = _number(float, "a number", lambda v: v > 0, "must be above 0")
-
-
-def _cpu_list(text: str) -> tuple[int, ...]:
-    cpus: list[int] = []
-    try:
-        for part in text.split(","):
-            low, _, high = part.partition("-")
-            cpus += range(int(low), int(high or low) + 1)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a CPU list like 0-3,6") from None
-    available = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set(cpus)
-    missing = sorted(set(cpus) - set(available))
-    if not cpus or missing:
-        raise argparse.ArgumentTypeError(f"CPUs {missing} are not available to this process")
-    return tuple(sorted(set(cpus)))
-
-
-def _env_assignment(text: str) -> tuple[str, str]:
-    name, sep, value = text.partition("=")
-    if not sep or not name or not name.replace("_", "a").isalnum() or name[0].isdigit():
-        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE")
-    return name, value
 
 
 def _add_selection(p: argparse.ArgumentParser) -> None:

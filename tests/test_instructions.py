@@ -93,7 +93,7 @@ def test_a_dump_gives_each_function_its_own_instructions_not_its_callees() -> No
 def test_counting_outside_valgrind_is_refused_with_a_reason(tmp_path: Path) -> None:
     x = torch.randn(16)
     with pytest.raises(CallgrindError, match="running under valgrind --tool=callgrind"):
-        count_calls(lambda: x * 2, contextlib.nullcontext, 5, str(tmp_path / "out"), 1)
+        count_calls(lambda: x * 2, contextlib.nullcontext, 5, str(tmp_path / "out"))
 
 
 @pytest.mark.integration

@@ -266,9 +266,9 @@ def test_the_worker_profile_report(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_truth_check_runs_the_sections_asked_for() -> None:
     everything = set(truth_check.SECTIONS)
-    assert truth_check.sections_to_skip("", "") == {"record-pairs", "explain"}
-    assert truth_check.sections_to_skip("noise,power", "") == {"record-pairs", "explain",
-                                                                "noise", "power"}
+    assert truth_check.sections_to_skip("", "") == {"record-pairs", "explain", "instructions"}
+    assert truth_check.sections_to_skip("noise,power", "") == {
+        "record-pairs", "explain", "instructions", "noise", "power"}
     assert truth_check.sections_to_skip("", "explain") == everything - {"explain"}
     assert truth_check.sections_to_skip("noise", "record-pairs,machine") == (
         everything - {"record-pairs", "machine"})

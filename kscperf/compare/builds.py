@@ -36,6 +36,8 @@ from typing import Any, Iterable
 from kscperf.compare import units
 from kscperf.compare.compilestats import CompileChange, compare_panels
 from kscperf.compare.codediff import CodeDiff, code_diffs
+from kscperf.compare.comparable import check_comparable, is_lockstep_pair, \
+    is_sequential_pair, refuse_incomparable
 from kscperf.compare.countdiff import CountExplanation, explain_counts
 from kscperf.compare.explain import Explanation, explain_rows
 from kscperf.errors import CellStatus, KscperfError
@@ -53,7 +55,6 @@ from kscperf.stats.verdicts import (
     is_failing,
     status_verdict,
 )
-from kscperf.results.metadata import COMPARABLE_KEYS
 
 __all__ = [
     "Verdict",
@@ -514,39 +515,6 @@ def _build_info(results: LoadedResults) -> BuildInfo:
                      results.complete)
 
 
-def is_lockstep_pair(base: LoadedResults, new: LoadedResults) -> bool:
-    """Whether the two files are the two builds of one `run-benchmarks ab` run, whose
-    workers took turns: their run-time values are then compared pair by pair."""
-    ids = base.metadata.get("lockstep_id"), new.metadata.get("lockstep_id")
-    return bool(ids[0]) and ids[0] == ids[1] and base.has_kscperf and new.has_kscperf \
-        and base.build != new.build
-
-
-def is_sequential_pair(base: LoadedResults, new: LoadedResults) -> bool:
-    """Whether the two files are the builds of one `ab --until-resolved` run, which looked
-    after every pair: their run times are then judged by confidence sequences."""
-    return is_lockstep_pair(base, new) and all(
-        r.metadata.get("lockstep_stopping") == "until-resolved" for r in (base, new))
-
-
-def check_comparable(base: LoadedResults, new: LoadedResults) -> list[str]:
-    """The reasons why timings of `base` and `new` cannot be compared: one phrase per kind
-    of difference (machines, CPUs, GPUs, torch versions, profiles), naming both values.
-    Empty when comparable. Metadata missing on either side (a plain pyperf file has no
-    torch version) is not a difference; nor are torch versions between the two builds of
-    one lockstep run, which may be exactly what it compares."""
-    by_what: dict[str, list[str]] = {}
-    lockstep = is_lockstep_pair(base, new)
-    for key, what in COMPARABLE_KEYS:  # (key, what differs), with why in metadata.py
-        if lockstep and key == "torch_version":
-            continue
-        b, n = base.metadata.get(key), new.metadata.get(key)
-        if b is None or n is None or b == n:
-            continue
-        by_what.setdefault(what, []).append(f"{key} {b!r} in BASE, {n!r} in NEW")
-    return [f"different {what} ({', '.join(parts)})" for what, parts in by_what.items()]
-
-
 def compare_builds(base: LoadedResults, new: LoadedResults, *,
                    min_effect: float = stats.DEFAULT_MIN_EFFECT, force: bool = False,
                    alpha: float = stats.ALPHA, fixed_sample: bool = False,
@@ -601,20 +569,6 @@ def compare_builds(base: LoadedResults, new: LoadedResults, *,
                           base.runs, new.runs, min_effect=min_effect, alpha=alpha),
                       explanations=explanations, code_diffs=code_diffs(base.runs, new.runs),
                       count_explanations=count_explanations)
-
-
-def refuse_incomparable(base: LoadedResults, new: LoadedResults, *, force: bool = False,
-                        what: str = "compare") -> list[str]:
-    """The differences of `check_comparable`, which are ignored with `force`; without it,
-    any of them raises the one KscperfError that names both files and the differences
-    (`what` is the verb: "compare", "report")."""
-    differences = check_comparable(base, new)
-    if differences and not force:
-        raise KscperfError(
-            f"refusing to {what} {base.path} (BASE) with {new.path} (NEW): "
-            f"{'; '.join(differences)}; timings are only comparable on one machine class "
-            f"with one torch and one profile, pass --force to {what} them anyway.")
-    return differences
 
 
 def _machine_check(base: LoadedResults, new: LoadedResults, base_samples: BuildSamples,

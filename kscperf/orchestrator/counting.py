@@ -18,6 +18,7 @@ import shutil
 import subprocess
 from typing import Any, Sequence
 
+from kscperf.errors import KscperfError
 from kscperf.names import split_device
 from kscperf.orchestrator import schedule
 from kscperf.orchestrator.launch import SpawnLauncher
@@ -26,7 +27,7 @@ from kscperf.plan.cells import PlannedCell
 from kscperf.spec import CellResult, callgrind_out_path
 
 __all__ = ["CALLGRIND_OPTIONS", "PINNED_ISA", "METHOD", "DEFAULT_PROCESSES",
-           "callgrind_missing", "not_counted_reason", "count_metadata", "count_cells"]
+           "check_settings", "callgrind_missing", "not_counted_reason", "count_metadata", "count_cells"]
 
 # Ir only; instrumentation off until the worker turns it on once imports are done (Python
 # and torch start at Valgrind's 4x, not Callgrind's 20-100x), collection off until the
@@ -43,6 +44,17 @@ PINNED_ISA = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2",
 METHOD = "callgrind"
 # Counting processes per cell: two at least, since their spread is the count's noise.
 DEFAULT_PROCESSES = 2
+
+
+def check_settings(instructions: bool, processes: int, check_only: bool) -> None:
+    """KscperfError, one sentence, for counting settings that cannot work: fewer than two
+    processes (their spread is the count's noise), or counts asked of a check-only run."""
+    if processes < 2:
+        raise KscperfError(f"--instruction-processes must be 2 or more, not {processes}: "
+                           "the spread of the processes is the count's noise.")
+    if instructions and check_only:
+        raise KscperfError("--instructions counts what a run times; a check-only run times "
+                           "nothing: leave out one of them.")
 
 
 def callgrind_missing() -> str:

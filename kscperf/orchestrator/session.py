@@ -86,13 +86,8 @@ class RunConfig(WorkerSettings):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.instruction_processes < 2:
-            raise KscperfError(f"--instruction-processes must be 2 or more, not "
-                               f"{self.instruction_processes}: the spread of the processes "
-                               "is the count's noise.")
-        if self.instructions and self.check_only:
-            raise KscperfError("--instructions counts what a run times; a check-only run "
-                               "times nothing: leave out one of them.")
+        counting.check_settings(self.instructions, self.instruction_processes,
+                                self.check_only)
         if self.profile not in PROFILES:
             raise KscperfError(f"profile {self.profile!r} is not one of "
                                f"{', '.join(PROFILES)}.")
@@ -340,10 +335,8 @@ class Session:
 
     def _count(self, timed: list[list[CellResult]], counted: list[list[CellResult]],
                writer: _PartialWriter, on_progress: OnProgress | None) -> bool:
-        """--instructions: every cell of each build counted once all are timed
-        (`counting.count_cells`), build after build (a count needs no lockstep), each
-        build's results appended to its list in `counted`; whether Ctrl-C (or SIGTERM)
-        stopped it."""
+        """--instructions: each build's cells counted once all are timed, build after build
+        (`counting.count_cells`), into its list in `counted`; whether Ctrl-C stopped it."""
         options = self.config.run_options(self.profile)
         for index, (build, md) in enumerate(zip(self.builds, self.metadata)):
             label = f"{md['build']}: instructions" if self.lockstep else "instructions"

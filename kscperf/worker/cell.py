@@ -13,10 +13,9 @@ where a worker that died was) and each the `phase` of a failure inside it:
     --explain and once every config is timed, each config timed ok made ready again and its
     ops profiled (explain, _explain_all).
 
-A counting worker (`CellSpec.count_instructions`, started under Valgrind's Callgrind) has
-the same import, configs and compile phases, then per config skip hooks, prep and a count
-of the prepared call's instructions (count, _count_config) in place of check, run and
-recheck: the timing run beside it checked the same calls.
+A counting worker (`CellSpec.count_instructions`, under Valgrind's Callgrind) counts the
+prepared call's instructions (count, _count) in place of check, run and recheck: the timing
+run beside it checked the same calls.
 
 Writes the result so far after each config and one result file at the end, atomically, and
 exits 0 whenever it wrote one. Decides nothing that is not in the spec.
@@ -177,8 +176,10 @@ def run_cell(spec: CellSpec, clock: measure.TimeLoops | None = None,
         cell_configs = configs.load_configs(loaded.model, spec.seed)
         phase = _enter("compile")
         cell, compile_s = _compile_cell(spec, loaded, cell_configs[0][1], clock, after_value)
+        # A count is not a time: no compile time is recorded beside it.
         cell_result = functools.partial(CellResult.for_spec, spec, CellStatus.OK,
-                                        compile_s=compile_s, import_s=loaded.import_s,
+                                        compile_s=None if spec.count_instructions
+                                        else compile_s, import_s=loaded.import_s,
                                         metadata=metadata)
         # What escapes a config (its skip hook, on_config) fails the cell in phase "compile".
         done: list[ConfigResult] = []
@@ -186,15 +187,10 @@ def run_cell(spec: CellSpec, clock: measure.TimeLoops | None = None,
         # partner's values.
         probes: tuple[CanaryProbe, ...] = () if spec.check_only or spec.count_instructions \
             else (canary.probe_machine("before"),)
-        if spec.count_instructions:
-            # A count is not a time: no compile time is recorded beside it.
-            cell_result = functools.partial(cell_result, compile_s=None)
         global _position
         for i, (name, config) in enumerate(cell_configs):
             _position = f"{i + 1} of {len(cell_configs)}"
-            done.append(_count_config(cell, name, config, callgrind_out, 1 + sum(
-                c.instructions is not None for c in done)) if spec.count_instructions
-                else _run_config(cell, name, config))
+            done.append(_run_config(cell, name, config, callgrind_out))
             cell.panel.config_done(name)
             if on_config is not None:
                 on_config(cell_result(configs=tuple(done), canary=probes,
@@ -309,9 +305,11 @@ def _timed_call(fn: Callable[[], Any], device: str) -> float:
     return time.perf_counter() - t0
 
 
-def _run_config(cell: _Cell, name: str, config: tuple[Any, ...]) -> ConfigResult:
-    """One config: skip, prep, check, run (timing), teardown. Whatever the tool or the
-    config raises becomes the result's status, in the phase it was raised in."""
+def _run_config(cell: _Cell, name: str, config: tuple[Any, ...],
+                callgrind_out: str = "") -> ConfigResult:
+    """One config: skip, prep, check, run (timing), teardown; a counting worker's: skip,
+    prep, count, teardown. Whatever the tool or the config raises becomes the result's
+    status, in the phase it was raised in."""
     common: dict[str, Any] = {"config": name, "numel": _numel(config), "date": now_iso()}
     # Outside the try: a skip hook that raises fails the whole cell, not one config.
     reason = cell.model.skip_reason(cell.spec.task, name, cell.spec.tool)
@@ -323,6 +321,9 @@ def _run_config(cell: _Cell, name: str, config: tuple[Any, ...]) -> ConfigResult
         ready = _prep(cell, name, config)
         if isinstance(ready, str):
             return ConfigResult(status=CellStatus.SKIPPED, reason=ready, **common)
+        if cell.spec.count_instructions:
+            phase = _enter("count", name)
+            return _example_done(cell, ready, _count(cell, name, ready, common, callgrind_out))
         phase = _enter("check", name)
         checked, ref_value = _check(cell, config, ready)
         common.update(checked)
@@ -350,43 +351,18 @@ def _run_config(cell: _Cell, name: str, config: tuple[Any, ...]) -> ConfigResult
         _teardown(cell.device)
 
 
-def _count_config(cell: _Cell, name: str, config: tuple[Any, ...], callgrind_out: str,
-                  dump: int) -> ConfigResult:
-    """One config of a counting worker: skip, prep, then the instructions per call of its
-    prepared call (`instructions.count_calls`, Callgrind's dump number `dump`), over as many
-    calls as the timing run's calibrated loops, within `instructions.CALLS_RANGE`; with
-    --explain, its functions' counts too. Whatever
-    the tool, the config or the count raises becomes the result's status."""
-    common: dict[str, Any] = {"config": name, "numel": _numel(config), "date": now_iso()}
-    reason = cell.model.skip_reason(cell.spec.task, name, cell.spec.tool)
-    if reason:
-        return ConfigResult(status=CellStatus.SKIPPED, reason=reason, **common)
-    phase = _enter("prep", name)
-    ready: _Ready | str | None = None
-    try:
-        ready = _prep(cell, name, config)
-        if isinstance(ready, str):
-            return ConfigResult(status=CellStatus.SKIPPED, reason=ready, **common)
-        phase = _enter("count", name)
-        low, high = instructions.CALLS_RANGE
-        calls = min(max(cell.loops.get(name, low), low), high)
-        counted = instructions.count_calls(
-            ready.prepared.timed, functools.partial(_timing_context, ready.prepared, cell.lazy),
-            calls, callgrind_out, dump)
-        # With --explain, the functions with the most instructions, for compare's diff.
-        result = ConfigResult(status=CellStatus.OK, instructions=counted.per_call,
-                              instruction_functions=counted.functions if cell.spec.explain
-                              else (), **common)
-        if cell.built.example_done is not None:
-            phase = _enter("teardown", name)
-            cell.built.example_done(*ready.args)
-        return result
-    except Exception as exc:
-        return ConfigResult(status=status_for(exc), phase=phase, reason=reason_for(exc),
-                            **common)
-    finally:
-        ready = None
-        _teardown(cell.device)
+def _count(cell: _Cell, name: str, ready: _Ready, common: dict[str, Any],
+           callgrind_out: str) -> ConfigResult:
+    """The count phase: the prepared call's instructions per call (`instructions.count_calls`,
+    dumps at `callgrind_out`) over as many calls as the timing run calibrated, within
+    `instructions.CALLS_RANGE`; with --explain, its functions' counts too."""
+    low, high = instructions.CALLS_RANGE
+    counted = instructions.count_calls(
+        ready.prepared.timed, functools.partial(_timing_context, ready.prepared, cell.lazy),
+        min(max(cell.loops.get(name, low), low), high), callgrind_out)
+    return ConfigResult(status=CellStatus.OK, instructions=counted.per_call,
+                        instruction_functions=counted.functions if cell.spec.explain else (),
+                        **common)
 
 
 def _prep(cell: _Cell, name: str, config: tuple[Any, ...]) -> _Ready | str:

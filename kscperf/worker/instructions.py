@@ -123,6 +123,8 @@ class Counted:
 
 
 _instrumented = [False]
+# The dumps this process has written: Callgrind numbers them from 1.
+_dumps = [0]
 
 
 def _start_instrumentation() -> None:
@@ -146,20 +148,19 @@ def _start_instrumentation() -> None:
 
 
 def count_calls(timed: Callable[[], Any], context: Callable[[], ContextManager[Any]],
-                calls: int, out_file: str, dump: int) -> Counted:
+                calls: int, out_file: str) -> Counted:
     """Instructions per call of `timed` (and of its functions), over `calls` calls made
     inside `context()` after `WARMUP_CALLS` uncounted ones, in a process under Callgrind
-    writing `out_file`; `dump` is the number this dump will get (1 for the process's
-    first). Raises CallgrindError when this process is not under Callgrind or the dump
-    cannot be read."""
+    writing its dumps at `out_file` (`out_file.N` for its N-th). Raises CallgrindError when
+    this process is not under Callgrind or the dump cannot be read."""
     if calls < 1:
         raise ValueError(f"calls must be at least 1, not {calls}")
     if not torch._C._valgrind_supported_platform():
         raise CallgrindError("this torch was built without Valgrind's client requests.")
     if "vgpreload" not in os.environ.get("LD_PRELOAD", ""):
         # Valgrind preloads its own library into every process it runs.
-        raise CallgrindError(f"no Callgrind dump at {out_file}.{dump}: is this process "
-                             "running under valgrind --tool=callgrind?")
+        raise CallgrindError(f"no Callgrind dump at {out_file}.{_dumps[0] + 1}: is this "
+                             "process running under valgrind --tool=callgrind?")
     _start_instrumentation()
     with context():
         for _ in range(WARMUP_CALLS):
@@ -177,9 +178,10 @@ def count_calls(timed: Callable[[], Any], context: Callable[[], ContextManager[A
                 torch._C._valgrind_toggle()
                 raise
             torch._C._valgrind_toggle_and_dump_stats()
+            _dumps[0] += 1
         finally:
             gc.enable()
-    path = f"{out_file}.{dump}"
+    path = f"{out_file}.{_dumps[0]}"
     try:
         with open(path, encoding="utf-8", errors="replace") as fp:
             text = fp.read()
