@@ -23,7 +23,7 @@ from kscperf.plan.cells import PlannedCell
 from kscperf.results.files import load_results, write_results
 from kscperf.results.samples import build_samples
 from kscperf.spec import CellResult, ConfigResult
-from kscperf.views.formatting import format_comparison
+from kscperf.views.formatting import comparison_criteria, format_comparison
 from kscperf.worker.instructions import UNKNOWN_CODE, CallgrindError, callgrind_count, \
     callgrind_functions, count_calls
 from runner_testing import DEFS, FIXTURES, QUICK, cli
@@ -190,6 +190,8 @@ def test_compare_calls_a_one_percent_count_change_slower_and_an_equal_count_same
     assert abs(row.ratio - 1.01) < 0.001
     [row] = api.compare_builds(base, again).rows
     assert row.verdict.value == "same"
+    assert "Instruction counts (run --instructions) need NEW/BASE beyond 0.5%" in \
+        comparison_criteria(api.compare_builds(base, more))
     # Time's 5 % minimum effect would have hidden it.
     [row] = api.compare_builds(base, more, instructions_min_effect=0.05).rows
     assert row.verdict.value == "same"

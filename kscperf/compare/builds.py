@@ -205,6 +205,8 @@ class Comparison:
     # The function diffs of the instructions rows both builds kept functions for
     # (run --instructions --explain; compare.countdiff).
     count_explanations: tuple[CountExplanation, ...] = ()
+    # The minimum effect of the instructions rows (`INSTRUCTIONS_MIN_EFFECT` by default).
+    instructions_min_effect: float = stats.INSTRUCTIONS_MIN_EFFECT
 
     @property
     def regressions(self) -> tuple[ComparisonRow, ...]:
@@ -568,7 +570,8 @@ def compare_builds(base: LoadedResults, new: LoadedResults, *,
                       machine=check, compile_changes=compare_panels(
                           base.runs, new.runs, min_effect=min_effect, alpha=alpha),
                       explanations=explanations, code_diffs=code_diffs(base.runs, new.runs),
-                      count_explanations=count_explanations)
+                      count_explanations=count_explanations,
+                      instructions_min_effect=instructions_min_effect)
 
 
 def _machine_check(base: LoadedResults, new: LoadedResults, base_samples: BuildSamples,

@@ -260,7 +260,7 @@ def _rows_to_show(comparison: Comparison, only_changed: bool) -> list[Comparison
 def comparison_criteria(comparison: Comparison) -> str:
     """One paragraph saying what a verdict of `comparison` means: the minimum effect, the
     significance level and its adjustment, the intervals, the detectable effect, "~" and
-    the memory verdicts."""
+    the memory verdicts; where there are instruction rows, their minimum effect and test."""
     confidence = format_confidence(comparison.alpha)
     return (f"A change needs NEW/BASE beyond {format_percent(comparison.min_effect)} and "
             f"q < {comparison.alpha:g} (Benjamini-Hochberg over the benchmarks of each "
@@ -269,7 +269,16 @@ def comparison_criteria(comparison: Comparison) -> str:
             "marks a change beyond the minimum effect that is not significant. For memory, "
             "slower and faster mean more and less memory. machine-shift: the machine's own "
             "speed changed in a way that could explain the change or hide one; it is not a "
-            "regression." + (_UNTIL_RESOLVED_TEXT if _until_resolved(comparison) else ""))
+            "regression." + (_UNTIL_RESOLVED_TEXT if _until_resolved(comparison) else "")
+            + (_counts_text(comparison) if any(r.kind == "instructions"
+                                               for r in comparison.rows) else ""))
+
+
+def _counts_text(comparison: Comparison) -> str:
+    return (" Instruction counts (run --instructions) need NEW/BASE beyond "
+            f"{format_percent(comparison.instructions_min_effect)}, tested by Student's t on "
+            "the logs of one count per counting process; more and fewer instructions are "
+            "slower and faster.")
 
 
 _UNTIL_RESOLVED_TEXT = (
