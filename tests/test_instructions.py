@@ -117,9 +117,10 @@ def test_ab_counts_both_builds_under_callgrind_and_sees_five_percent_more_work(
         [counted] = build_samples(loaded).of_kind(Kind.INSTRUCTIONS)
         assert counted.name == "work/ptnice/inference/4096:instructions"
         first, second = counted.values
-        # 60 or 63 sin() passes over 4,096 floats: millions of instructions a call, the
-        # two processes within 0.5 % of each other.
-        assert first > 1_000_000 and abs(second - first) / first < 0.005, counted.values
+        # 60 or 63 sin() passes over 4,096 floats: millions of instructions a call. Two
+        # processes have come 0.005 % to 0.57 % apart (glibc's allocator state differs
+        # between processes, docs/validation.md), far less than the 5 % between builds.
+        assert first > 1_000_000 and abs(second - first) / first < 0.02, counted.values
     [row] = [r for r in api.compare_builds(base, new).rows if r.kind is Kind.INSTRUCTIONS]
     assert row.verdict.value == "slower" and 1.04 < row.ratio < 1.06, row
     # --explain: the functions that compute sin() are those whose counts moved.
