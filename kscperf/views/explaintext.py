@@ -24,29 +24,30 @@ __all__ = ["TABLE_ROWS", "OP_HEADER", "FUNCTION_HEADER", "explained", "explained
 TABLE_ROWS = 10
 
 
+def _asked_for(comparison: Any, which: str, kind: str, found: Sequence[Any]
+               ) -> tuple[list[Any], list[str]]:
+    """Of the rows of `kind` that `which` asks for ("regressions", "all" or "": none), the
+    diffs in `found` (by benchmark name) and the names with none."""
+    if not which:
+        return [], []
+    wanted = [r.name for r in comparison.rows if r.kind == kind
+              and (which == "all" or r.is_regression)]
+    by_name = {e.name: e for e in found}
+    return ([by_name[n] for n in wanted if n in by_name],
+            [n for n in wanted if n not in by_name])
+
+
 def explained(comparison: Any, which: str) -> tuple[list[Explanation], list[str]]:
     """The explanations `which` asks for ("regressions": of the run-time regressions, "all":
     every one; "": none), and the asked-for benchmarks that a build did not profile."""
-    if not which:
-        return [], []
-    wanted = [r.name for r in comparison.rows if r.kind == "time"
-              and (which == "all" or r.is_regression)]
-    by_name = {e.name: e for e in comparison.explanations}
-    return ([by_name[n] for n in wanted if n in by_name],
-            [n for n in wanted if n not in by_name])
+    return _asked_for(comparison, which, "time", comparison.explanations)
 
 
 def explained_counts(comparison: Any, which: str) -> tuple[list[CountExplanation], list[str]]:
     """The function diffs `which` asks for ("regressions": of the instruction rows called
     slower, "all": every one; "": none), and the asked-for instruction rows that a build
     did not keep functions for (`run --instructions --explain`)."""
-    if not which:
-        return [], []
-    wanted = [r.name for r in comparison.rows if r.kind == "instructions"
-              and (which == "all" or r.is_regression)]
-    by_name = {e.name: e for e in comparison.count_explanations}
-    return ([by_name[n] for n in wanted if n in by_name],
-            [n for n in wanted if n not in by_name])
+    return _asked_for(comparison, which, "instructions", comparison.count_explanations)
 
 
 def format_delta(seconds: float) -> str:
@@ -84,9 +85,20 @@ def explanation_title(e: Explanation) -> str:
             f"called slower or faster explain {format_percent(e.explained_share)} of it")
 
 
-def _more(e: Explanation) -> list[str]:
-    left = len(e.ops) - TABLE_ROWS
-    return [f"({left} more ops in --format json)"] if left > 0 else []
+def _diff_block(title: str, header: list[str], rows: list[list[str]], total: int,
+                what: str, fmt: str) -> list[str]:
+    """One diff's lines: its title, then its first rows as a markdown table ("markdown",
+    the first column text, the others numbers but the last) or aligned columns, then how
+    many more `what` JSON holds, then a blank line."""
+    if fmt == "markdown":
+        lines = [f"**{markdown_text(title)}**", "", "| " + " | ".join(header) + " |",
+                 "|---|" + "---:|" * (len(header) - 2) + "---|"]
+        lines += ["| " + " | ".join(markdown_text(c) for c in r) + " |" for r in rows]
+    else:
+        lines = [one_line(title),
+                 align_columns([header] + [[one_line(c) for c in r] for r in rows])]
+    left = total - len(rows)
+    return lines + ([f"({left} more {what} in --format json)"] if left > 0 else []) + [""]
 
 
 FUNCTION_HEADER = ["function", "base", "new", "Δ per call", "share", "verdict"]
@@ -120,18 +132,9 @@ def format_count_explanations(explanations: list[CountExplanation], missing: lis
     benchmarks asked for that a build kept no functions for; "" when none was asked for."""
     parts = []
     for e in explanations:
-        rows = [function_cells(f) for f in e.functions[:TABLE_ROWS]]
-        if fmt == "markdown":
-            parts += [f"**{markdown_text(count_explanation_title(e))}**", "",
-                      "| " + " | ".join(FUNCTION_HEADER) + " |",
-                      "|---|" + "---:|" * 4 + "---|"]
-            parts += ["| " + " | ".join(markdown_text(c) for c in r) + " |" for r in rows]
-        else:
-            parts += [one_line(count_explanation_title(e)),
-                      align_columns([FUNCTION_HEADER] + [[one_line(c) for c in r]
-                                                         for r in rows])]
-        left = len(e.functions) - TABLE_ROWS
-        parts += ([f"({left} more functions in --format json)"] if left > 0 else []) + [""]
+        parts += _diff_block(count_explanation_title(e), FUNCTION_HEADER,
+                             [function_cells(f) for f in e.functions[:TABLE_ROWS]],
+                             len(e.functions), "functions", fmt)
     if missing:
         parts.append(f"No function counts in both builds for {len(missing)} of the "
                      f"instruction rows asked to explain ({one_line(', '.join(missing[:3]))}"
@@ -146,17 +149,8 @@ def format_explanations(explanations: list[Explanation], missing: list[str], fmt
     not profile, or saying that there was nothing to explain."""
     parts = []
     for e in explanations:
-        rows = [op_cells(o) for o in e.ops[:TABLE_ROWS]]
-        if fmt == "markdown":
-            parts += [f"**{markdown_text(explanation_title(e))}**", "",
-                      "| " + " | ".join(OP_HEADER) + " |",
-                      "|---|" + "---:|" * 7 + "---|"]
-            parts += ["| " + " | ".join(markdown_text(c) for c in r) + " |" for r in rows]
-            parts += _more(e) + [""]
-        else:
-            parts += [one_line(explanation_title(e)),
-                      align_columns([OP_HEADER] + [[one_line(c) for c in r] for r in rows])]
-            parts += _more(e) + [""]
+        parts += _diff_block(explanation_title(e), OP_HEADER,
+                             [op_cells(o) for o in e.ops[:TABLE_ROWS]], len(e.ops), "ops", fmt)
     if not explanations and not missing:
         parts.append("No run-time regression to explain; --explain-all explains every "
                      "benchmark both builds profiled.")
