@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping, Sequence
 
-from kscperf.bisect.drive import BisectInterrupted
+from kscperf.bisect.records import BisectInterrupted
 from kscperf.compare import builds as _compare
 from kscperf.errors import KscperfError
 from kscperf.orchestrator.resolve import OnLook
@@ -212,14 +212,17 @@ def bisect_commits(config: RunConfig | str, *, good: str, bad: str, repo: str | 
                    env: Sequence[tuple[str, str]] = (),
                    error: float = _bisection.DEFAULT_ERROR,
                    max_pairs: int = _bisection.DEFAULT_MAX_PAIRS, resume: bool = False,
+                   by: str = "time", instruction_processes: int = 3,
                    on_event: Any = None, **settings: Any) -> Any:
     """The commit that made the step between `good` and `bad` (docs/method.md, "Bisecting a
     step"): in the git repository `repo`, each commit checked out under `cache_dir` and
     built with `build_cmd`, its workers run by `python` (relative to the checkout or
     absolute) with `env` (where `{checkout}` is the checkout); or between two labels of a
     `builds_file`. `config` is a `RunConfig` (paths relative to the repository are read from
-    each checkout), or one definition path with `settings` as `run` takes them. Returns a
-    `bisect.drive.BisectResult` (`verdict` culprit, not-reproduced or range). Raises
+    each checkout), or one definition path with `settings` as `run` takes them. `by`
+    "instructions" compares commits by their instruction counts instead of lockstep time,
+    each commit counted once in `instruction_processes` processes. Returns a
+    `bisect.records.BisectResult` (`verdict` culprit, not-reproduced or range). Raises
     KscperfError for bad input, and BisectInterrupted on Ctrl-C with the finished
     comparisons kept for `resume=True`; `on_event` is told of each step's progress."""
     from kscperf.bisect import builds, drive
@@ -229,5 +232,6 @@ def bisect_commits(config: RunConfig | str, *, good: str, bad: str, repo: str | 
     request = drive.BisectRequest(
         good=good, bad=bad, config=config, cache_dir=cache_dir, repo=repo,
         builds_file=builds_file, recipe=builds.BuildRecipe(build_cmd, python, tuple(env)),
-        error=error, max_pairs=max_pairs, resume=resume)
+        error=error, max_pairs=max_pairs, resume=resume, by=by,
+        instruction_processes=instruction_processes)
     return drive.run_bisect(request, on_event)

@@ -246,6 +246,12 @@ def _add_bisect(sub: Any) -> None:
                      help="pairs a probe adds before it says can't-tell (default %(default)d)")
     bis.add_argument("--resume", action="store_true",
                      help="go on from the state an interrupted bisect of this range kept")
+    bis.add_argument("--by", choices=("time", "instructions"), default="time",
+                     help="compare commits by lockstep time (default), or by instructions "
+                          "counted under Callgrind, one counting run a commit")
+    bis.add_argument("--instruction-processes", type=_positive_int, default=3, metavar="N",
+                     help="with --by instructions: counting processes a commit (default "
+                          "%(default)d, at least 3)")
     _add_format(bis)
     bis.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
@@ -474,7 +480,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
 
 
 _BISECT_OPTIONS = ("good", "bad", "repo", "builds_file", "cache_dir", "build_cmd", "python",
-                   "error", "max_pairs", "resume")
+                   "error", "max_pairs", "resume", "by", "instruction_processes")
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:

@@ -18,7 +18,7 @@ import torch
 from kscperf import api
 from kscperf.errors import CellStatus, KscperfError
 from kscperf.names import Kind
-from kscperf.orchestrator.counting import PINNED_ISA, not_counted_reason
+from kscperf.orchestrator.counting import PINNED_ENV, not_counted_reason
 from kscperf.plan.cells import PlannedCell
 from kscperf.results.files import load_results, write_results
 from kscperf.results.samples import build_samples
@@ -112,15 +112,15 @@ def test_ab_counts_both_builds_under_callgrind_and_sees_five_percent_more_work(
     base, new = (load_results(str(tmp_path / f"{label}.json")) for label in ("base", "new"))
     for loaded in (base, new):
         assert loaded.metadata["instructions_method"] == "callgrind"
-        assert loaded.metadata["instructions_isa"] == PINNED_ISA["ATEN_CPU_CAPABILITY"]
+        assert loaded.metadata["instructions_isa"] == PINNED_ENV["ATEN_CPU_CAPABILITY"]
         assert len(loaded.runs) == 1 and len(loaded.instruction_runs) == 2
         [counted] = build_samples(loaded).of_kind(Kind.INSTRUCTIONS)
         assert counted.name == "work/ptnice/inference/4096:instructions"
         first, second = counted.values
-        # 60 or 63 sin() passes over 4,096 floats: millions of instructions a call. Two
-        # processes have come 0.005 % to 0.57 % apart (glibc's allocator state differs
-        # between processes, docs/validation.md), far less than the 5 % between builds.
-        assert first > 1_000_000 and abs(second - first) / first < 0.02, counted.values
+        # 60 or 63 sin() passes over 4,096 floats: millions of instructions a call. With
+        # the hash seed pinned, processes have counted the same to the instruction; the
+        # issue's bound on the repeats' spread is 0.5 % (docs/validation.md).
+        assert first > 1_000_000 and abs(second - first) / first <= 0.005, counted.values
     [row] = [r for r in api.compare_builds(base, new).rows if r.kind is Kind.INSTRUCTIONS]
     assert row.verdict.value == "slower" and 1.04 < row.ratio < 1.06, row
     # --explain: the functions that compute sin() are those whose counts moved.

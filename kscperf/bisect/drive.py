@@ -19,17 +19,21 @@ import math
 import os
 import statistics
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 from kscperf.bisect import builds as _builds
+from kscperf.bisect import counts as _counts
 from kscperf.bisect.builds import Commit, Environment
 from kscperf.bisect.pairs import Compared, run_comparison
+from kscperf.bisect.records import (EXPLAINED_AT_LEAST, BisectEvent, BisectInterrupted,
+                                    BisectResult, Culprit, OnEvent, ProbeRecord)
 from kscperf.bisect.search import Found, search_range
 from kscperf.errors import KscperfError
 from kscperf.orchestrator.session import RunConfig
 from kscperf.results.fileio import write_text_atomic
 from kscperf.stats import bisection
+from kscperf.stats.core import INSTRUCTIONS_MIN_EFFECT, compare_log_levels
 
 __all__ = ["BisectRequest", "BisectEvent", "ProbeRecord", "Culprit", "BisectResult",
            "BisectInterrupted", "run_bisect", "CONFIRM_LOOKS", "VERIFY_LOOKS",
@@ -43,12 +47,14 @@ CONFIRM_SHOWN_FROM = 8
 _CONFIRM_ALPHA = 0.01
 # A culprit's verification against its parent: its looks, sharing half the error.
 VERIFY_LOOKS = (8, 16, 32)
-# Found culprits that explain less of the confirmed log step than this are flagged.
-EXPLAINED_AT_LEAST = 0.75
 # A part holds only if its verified log step is at least this share of the confirmed one:
 # the probes tell parts apart at a quarter of a range's step, and a smaller one is below
 # what the search can place (a systematic difference of two checkouts, a drift).
 MIN_PART_OF_STEP = 0.25
+
+# What a bisect compares commits by: lockstep time, or instruction counts (one counting run
+# per commit, `kscperf.bisect.counts`).
+BY = ("time", "instructions")
 
 _STATE_VERSION = 1
 
@@ -57,7 +63,9 @@ _STATE_VERSION = 1
 class BisectRequest:
     """One bisect: the range (`repo` with `good` and `bad` commits, or a builds file's
     labels), the benchmarks (`config`: paths, patterns, tools, tasks, timing), the cache
-    folder and build recipe, the error allowed, the pairs cap, and whether to resume."""
+    folder and build recipe, the error allowed, the pairs cap, whether to resume, and what
+    commits are compared by (`by`: time, or instructions counted in
+    `instruction_processes` processes per commit)."""
 
     good: str
     bad: str
@@ -69,8 +77,16 @@ class BisectRequest:
     error: float = bisection.DEFAULT_ERROR
     max_pairs: int = bisection.DEFAULT_MAX_PAIRS
     resume: bool = False
+    by: str = "time"
+    instruction_processes: int = _counts.DEFAULT_PROCESSES
 
     def __post_init__(self) -> None:
+        if self.by not in BY:
+            raise KscperfError(f"--by {self.by!r}: a bisect compares by "
+                               f"{' or '.join(BY)}.")
+        if self.instruction_processes < bisection.MIN_PROBE_PAIRS:
+            raise KscperfError(f"--instruction-processes {self.instruction_processes} is "
+                               f"below the {bisection.MIN_PROBE_PAIRS} a probe decides on.")
         if (self.repo is None) == (self.builds_file is None):
             raise KscperfError("bisect takes --repo DIR or --builds FILE, one of the two.")
         if not 0.0 < self.error < 1.0:
@@ -80,120 +96,25 @@ class BisectRequest:
                                f"{bisection.MIN_PROBE_PAIRS} pairs a probe needs.")
 
 
-@dataclass(frozen=True)
-class BisectEvent:
-    """Progress: what a bisect is doing (`stage`: build, confirm, probe, verify), for which
-    commit (its index among `commits`), with how many pairs so far and their ratio, the
-    verdict when the step is done (else ""), and the seconds of this step and of the whole
-    bisect."""
-
-    stage: str
-    commit: Commit
-    index: int
-    commits: int
-    pairs: int
-    ratio: float
-    verdict: str
-    seconds: float
-    elapsed_s: float
-    step: int
-
-
-@dataclass(frozen=True)
-class ProbeRecord:
-    """One comparison of the bisect: its stage, the commit, the verdict, the ratio to the
-    base with its interval, the pairs and the seconds it took, the error bound of the
-    verdict, and whether it was replayed from the state file rather than run now."""
-
-    stage: str
-    commit: Commit
-    verdict: str
-    ratio: float
-    ratio_low: float
-    ratio_high: float
-    pairs: int
-    seconds: float
-    error: float = math.nan
-    replayed: bool = False
-
-
-@dataclass(frozen=True)
-class Culprit:
-    """A part of the step, verified against its parent: the commits it lies among (one for
-    a culprit, several for a range), the parent, the ratio to the parent with its interval
-    and p-value, and the stated chance that it is not the commit that caused its part."""
-
-    commits: tuple[Commit, ...]
-    parent: Commit
-    ratio: float
-    ratio_low: float
-    ratio_high: float
-    p_value: float
-    error: float
-    holds: bool
-
-    @property
-    def is_range(self) -> bool:
-        """Whether the part lies among several commits (untestable ones among them)."""
-        return len(self.commits) > 1
-
-
-@dataclass
-class BisectResult:
-    """What a bisect found: its verdict (`culprit`, `not-reproduced` or `range`), the
-    confirmed step, the culprits that hold (largest first) and those that did not, every
-    comparison, the untestable commits with their reasons, the share of the step the
-    culprits explain, the ranges left unsearched once they explained it, and its costs."""
-
-    verdict: str
-    good: Commit
-    bad: Commit
-    commits: int
-    step: ProbeRecord
-    culprits: list[Culprit] = field(default_factory=list)
-    rejected: list[Culprit] = field(default_factory=list)
-    probes: list[ProbeRecord] = field(default_factory=list)
-    untestable: list[tuple[Commit, str]] = field(default_factory=list)
-    explained: float = math.nan
-    capped: bool = False
-    left_unsearched: int = 0
-    seconds: float = 0.0
-    builds_run: int = 0
-    state_path: str = ""
-
-    @property
-    def not_all_explained(self) -> bool:
-        """Whether the culprits that hold explain less of the step than
-        `EXPLAINED_AT_LEAST` (or the search stopped at its cap)."""
-        return self.verdict != "not-reproduced" and (
-            self.capped or not self.explained >= EXPLAINED_AT_LEAST)
-
-
-class BisectInterrupted(Exception):
-    """Ctrl-C during a bisect: the finished comparisons are in `state_path`."""
-
-    def __init__(self, state_path: str, finished: int) -> None:
-        super().__init__(state_path)
-        self.state_path = state_path
-        self.finished = finished
-
-
-OnEvent = Callable[[BisectEvent], None]
 
 
 def _state_key(request: BisectRequest, commits: Sequence[Commit]) -> str:
     config = dataclasses.asdict(request.config)
     text = json.dumps([request.repo and os.path.abspath(request.repo), request.builds_file,
                        commits[0].sha, commits[-1].sha, config, dataclasses.asdict(request.recipe),
-                       request.error, request.max_pairs], sort_keys=True, default=str)
+                       request.error, request.max_pairs]
+                      + ([request.by, request.instruction_processes]
+                         if request.by != "time" else []), sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 class _Bisect:
     """The comparisons of one bisect, their state, and the search over them."""
 
-    def __init__(self, request: BisectRequest, on_event: OnEvent | None) -> None:
+    def __init__(self, request: BisectRequest, on_event: OnEvent | None,
+                 counter: _counts.Counter = _counts.count_commit) -> None:
         self.request = request
+        self.counter = counter
         self.on_event = on_event
         self.t0 = time.monotonic()
         self.cache: _builds.BuildCache | None = None
@@ -210,6 +131,7 @@ class _Bisect:
         self.state_path = os.path.join(request.cache_dir, "state",
                                        _state_key(request, self.commits) + ".json")
         self.records: dict[str, dict[str, Any]] = self._load_state()
+        self.replayable = frozenset(self.records)  # what the state file held at the start
         self.probes: list[ProbeRecord] = []
         self.groups: list[list[float]] = []
         self.untestable: dict[int, str] = {}
@@ -219,6 +141,8 @@ class _Bisect:
         self.at_bad_level: list[list[float]] = []
         self.between: dict[str, tuple[bisection.StepCheck | None, list[float], float, bool]] = {}
         self.verified: list[Culprit] = []
+        self.by_counts = request.by == "instructions"
+        self.counted: set[int] = set()  # by instructions: the commits counted or replayed
 
     def _load_state(self) -> dict[str, dict[str, Any]]:
         if not self.request.resume:
@@ -276,7 +200,10 @@ class _Bisect:
     def compare(self, key: str, stage: str, base: int, new: int, first_pairs: int,
                 max_pairs: int, more_after: Callable[[list[float]], int]) -> Compared | None:
         """The comparison `key` of commit `new` against commit `base`, replayed from the
-        state file or run now; None when `new` is untestable."""
+        state file or run now; None when `new` is untestable. By instructions, the two
+        commits' counts instead, each counted once a bisect (`_compare_counts`)."""
+        if self.by_counts:
+            return self._compare_counts(base, new)
         record = self.records.get(key)
         replayed = record is not None
         if record is None:
@@ -315,9 +242,69 @@ class _Bisect:
         self.groups.append(compared.numbers)
         return compared
 
+    def _counts_of(self, index: int) -> tuple[list[float], float, bool] | str:
+        """Commit `index`'s level per counting process, the seconds its counting took now
+        (0 when it was counted before), and whether it was replayed from the state file;
+        or why it cannot be counted."""
+        key = f"count {self.commits[index].sha}"
+        record = self.records.get(key)
+        replayed, seconds = key in self.replayable, 0.0
+        if record is None:
+            env = self.environment(index)
+            if isinstance(env, str):
+                return env
+            self.steps += 1
+            out_dir = os.path.join(self.request.cache_dir, "runs",
+                                   hashlib.sha256(key.encode()).hexdigest()[:16])
+            counted = self.counter(self.request.config, env, out_dir,
+                                   self.request.instruction_processes)
+            if counted.interrupted:
+                raise BisectInterrupted(self.state_path, len(self.records))
+            record = {"levels": counted.levels, "seconds": counted.seconds,
+                      "failed": counted.failed}
+            self.records[key] = record
+            self._save_state()
+            seconds = counted.seconds
+            self._tell("count", index, len(counted.levels), math.nan,
+                       "failed" if counted.failed else "counted", seconds)
+        self.counted.add(index)
+        if record["failed"]:
+            return f"its count failed: {record['failed']}"
+        return list(record["levels"]), seconds, replayed
+
+    def _compare_counts(self, base: int, new: int) -> Compared | None:
+        """Commit `new` against commit `base` by their counting processes' levels, paired
+        in order (`counts.level_differences`); None when `new` cannot be counted."""
+        base_counts = self._counts_of(base)
+        if isinstance(base_counts, str):
+            raise KscperfError(f"the base {self.commits[base].short} of a bisect comparison "
+                               f"cannot be counted: {base_counts}.")
+        new_counts = self._counts_of(new)
+        if isinstance(new_counts, str):
+            self.untestable[new] = new_counts
+            return None
+        numbers = _counts.level_differences(base_counts[0], new_counts[0])
+        self.groups.append(numbers)
+        return Compared(numbers, base_counts[1] + new_counts[1],
+                        replayed=base_counts[2] and new_counts[2],
+                        levels=(base_counts[0], new_counts[0]))
+
+    def _check(self, compared: Compared, alpha: float) -> bisection.StepCheck:
+        """Whether `compared` shows a step (`bisection.check_step`): its pair numbers at
+        lockstep time's bands; by instructions, the two commits' levels as two samples
+        (Student's t, `stats.compare_log_levels`) at the counts' minimum effect, for a step
+        shown and one ruled out alike."""
+        if compared.levels is None:
+            return bisection.check_step(compared.numbers, alpha)
+        base, new = compared.levels
+        return bisection.check_estimate(compare_log_levels(base, new, alpha=alpha),
+                                        no_step_within=INSTRUCTIONS_MIN_EFFECT,
+                                        ruled_out_within=INSTRUCTIONS_MIN_EFFECT)
+
     def confirm(self) -> tuple[bisection.StepCheck, ProbeRecord]:
-        """The good and bad ends in lockstep until the step is shown or ruled out."""
-        alpha = _CONFIRM_ALPHA / len(CONFIRM_LOOKS)
+        """The good and bad ends in lockstep until the step is shown or ruled out (by
+        instructions: their counts, at one look)."""
+        alpha = _CONFIRM_ALPHA / (1 if self.by_counts else len(CONFIRM_LOOKS))
         compared = self.compare("confirm", "confirm", 0, len(self.commits) - 1,
                                 CONFIRM_LOOKS[0], CONFIRM_LOOKS[-1],
                                 lambda numbers: _at_looks(numbers, CONFIRM_LOOKS, alpha,
@@ -325,7 +312,7 @@ class _Bisect:
         if compared is None:
             raise KscperfError(f"the bad end {self.commits[-1].short} cannot be tested: "
                                f"{self.untestable[len(self.commits) - 1]}.")
-        check = bisection.check_step(compared.numbers, alpha)
+        check = self._check(compared, alpha)
         e = check.estimate
         verdict = {True: "shown", False: "ruled-out", None: "can't-tell"}[check.shown]
         record = ProbeRecord("confirm", self.commits[-1], verdict, e.ratio, e.low, e.high,
@@ -349,7 +336,8 @@ class _Bisect:
 
         def decide(numbers: Sequence[float]) -> bisection.ProbeDecision:
             return bisection.probe_decision(numbers, low_level, high_level, sd, alpha,
-                                            final=len(numbers) >= self.request.max_pairs)
+                                            final=self.by_counts or
+                                            len(numbers) >= self.request.max_pairs)
 
         key = f"probe {self.commits[index].sha} {low_level!r} {high_level!r}"
         compared = self.compare(key, "probe", 0, index, bisection.MIN_PROBE_PAIRS,
@@ -392,13 +380,13 @@ class _Bisect:
         key = f"verify {self.commits[parent].sha} {self.commits[last].sha}"
         if key in self.between:
             return self.between[key]
-        alpha = self.request.error / 2.0 / len(VERIFY_LOOKS)
+        alpha = self.request.error / 2.0 / (1 if self.by_counts else len(VERIFY_LOOKS))
         compared = self.compare(key, stage, parent, last, VERIFY_LOOKS[0], VERIFY_LOOKS[-1],
                                 lambda numbers: _at_looks(numbers, VERIFY_LOOKS, alpha))
         if compared is None:
             self.between[key] = (None, [], 1.0, False)
             return self.between[key]
-        check = bisection.check_step(compared.numbers, alpha)
+        check = self._check(compared, alpha)
         e = check.estimate
         looks = sum(1 for n in VERIFY_LOOKS if n <= len(compared.numbers)) or 1
         p = min(1.0, check.p_value * looks) if math.isfinite(check.p_value) else 1.0
@@ -487,6 +475,7 @@ class _Bisect:
         result.untestable = [(self.commits[i], why) for i, why in sorted(self.untestable.items())]
         result.seconds = time.monotonic() - self.t0
         result.builds_run = self.cache.built if self.cache is not None else 0
+        result.by, result.counting_runs = self.request.by, len(self.counted)
         return result
 
 
@@ -501,14 +490,17 @@ def _at_looks(numbers: Sequence[float], looks: Sequence[int], alpha: float,
     return next((look - n for look in looks if look > n), 0)
 
 
-def run_bisect(request: BisectRequest, on_event: OnEvent | None = None) -> BisectResult:
+def run_bisect(request: BisectRequest, on_event: OnEvent | None = None, *,
+               counter: _counts.Counter = _counts.count_commit) -> BisectResult:
     """Bisect `request`'s range (docs/method.md, "Bisecting a step"): confirm the step
     between its ends in lockstep, probe commits between them until each part of the step
     lies at one commit or a stretch that cannot be split, and verify each against its
-    parent. Raises KscperfError for what the user can fix (a bad range, an end that cannot
-    be built or run, nothing selected) and BisectInterrupted on Ctrl-C, the finished
-    comparisons kept in the state file that `resume=True` goes on from."""
-    bisect = _Bisect(request, on_event)
+    parent. By instructions (`request.by`), each commit is counted once by `counter`
+    (`counts.count_commit`) and every comparison reads those counts. Raises KscperfError
+    for what the user can fix (a bad range, an end that cannot be built, run or counted,
+    nothing selected) and BisectInterrupted on Ctrl-C, the finished comparisons kept in
+    the state file that `resume=True` goes on from."""
+    bisect = _Bisect(request, on_event, counter)
     try:
         return bisect.run()
     except KeyboardInterrupt:

@@ -33,6 +33,9 @@ class Compared:
     failed_side: int | None = None
     interrupted: bool = False
     replayed: bool = False  # read back from a bisect's state file, not run now
+    # By instructions: the two commits' levels per counting process (BASE, NEW), which
+    # their steps are tested on as two samples; `numbers` then pair them in order.
+    levels: tuple[list[float], list[float]] | None = None
 
 
 def _usable(result: CellResult) -> bool:

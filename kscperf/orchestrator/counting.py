@@ -26,7 +26,7 @@ from kscperf.orchestrator.workerenv import python_environment
 from kscperf.plan.cells import PlannedCell
 from kscperf.spec import CellResult, callgrind_out_path
 
-__all__ = ["CALLGRIND_OPTIONS", "PINNED_ISA", "METHOD", "DEFAULT_PROCESSES",
+__all__ = ["CALLGRIND_OPTIONS", "PINNED_ENV", "METHOD", "DEFAULT_PROCESSES",
            "check_settings", "callgrind_missing", "not_counted_reason", "count_metadata", "count_cells"]
 
 # Ir only; instrumentation off until the worker turns it on once imports are done (Python
@@ -37,9 +37,12 @@ CALLGRIND_OPTIONS = ("--tool=callgrind", "--instr-atstart=no", "--collect-atstar
 # One vector ISA for every build under Valgrind (ATen's dispatch and oneDNN's): Valgrind
 # shows the program a CPU without AVX-512, and a kernel chosen at run time must be the same
 # kernel in both builds. One thread: Callgrind serialises threads, and a pool would count
-# its spinning.
-PINNED_ISA = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2",
-              "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+# its spinning. One hash seed: with Python's random one, each process lays out its dicts
+# and sets, and so its heap, differently, and glibc's malloc took up to 0.57 % more
+# instructions a call in one process than in another; with it fixed, processes count the
+# same to the instruction (docs/validation.md, "Counting instructions").
+PINNED_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2",
+              "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
 # The method named in the results file: counts of two methods are never compared.
 METHOD = "callgrind"
 # Counting processes per cell: two at least, since their spread is the count's noise.
@@ -91,7 +94,7 @@ def count_metadata() -> dict[str, Any]:
     """What a results file with counts records of how they were made: the method, the
     pinned ISA and the Valgrind version."""
     return {"instructions_method": METHOD,
-            "instructions_isa": PINNED_ISA["ATEN_CPU_CAPABILITY"],
+            "instructions_isa": PINNED_ENV["ATEN_CPU_CAPABILITY"],
             "instructions_tool": _valgrind_version() or "valgrind"}
 
 
@@ -115,7 +118,7 @@ def count_cells(cells: Sequence[PlannedCell], options: schedule.RunOptions, pyth
                                   or not_counted_reason(c, options.compile_cache) or None)
               for c in cells]
     rounds = [(p, c) for p in range(processes) for c in marked]
-    pinned = python_environment(python, {**(env or {}), **PINNED_ISA})
+    pinned = python_environment(python, {**(env or {}), **PINNED_ENV})
     launcher = SpawnLauncher(python, pinned, prefix=_under_callgrind)
     return schedule.run_counts(rounds, options, launcher, timed=timed,
                                module_root=module_root, on_result=on_result)

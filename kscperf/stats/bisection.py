@@ -33,7 +33,7 @@ from kscperf.stats import core as stats
 
 __all__ = ["DEFAULT_ERROR", "DEFAULT_MAX_PAIRS", "ProbeVerdict", "ProbeDecision", "StepCheck", "MIN_PROBE_PAIRS", "MIN_PAIR_SD",
            "RULED_OUT_WITHIN", "NO_STEP_WITHIN", "probe_decision", "pooled_sd", "pairs_estimate",
-           "check_step", "culprit_error", "part_short_p"]
+           "check_step", "check_estimate", "culprit_error", "part_short_p"]
 
 # The chance of a wrong culprit a bisect is allowed, by default: its probes' and its
 # verification's error rates are set from it.
@@ -127,22 +127,33 @@ class StepCheck:
     p_value: float
 
 
-def check_step(numbers: Sequence[float], alpha: float) -> StepCheck:
+def check_step(numbers: Sequence[float], alpha: float, *,
+               no_step_within: float = NO_STEP_WITHIN,
+               ruled_out_within: float = RULED_OUT_WITHIN) -> StepCheck:
     """The step of pair numbers at one look, tested at `alpha` (the caller divides its
-    error among its looks): ruled out (interval inside [1 / (1 + RULED_OUT_WITHIN),
-    1 + RULED_OUT_WITHIN]), else shown (interval beyond [1 / (1 + NO_STEP_WITHIN),
-    1 + NO_STEP_WITHIN]), else open."""
-    e = pairs_estimate(numbers, alpha)
+    error among its looks): ruled out (interval inside [1 / (1 + ruled_out_within),
+    1 + ruled_out_within]), else shown (interval beyond [1 / (1 + no_step_within),
+    1 + no_step_within]), else open. The bands default to those of lockstep time; a bisect
+    by instruction counts passes their minimum effect."""
+    return check_estimate(pairs_estimate(numbers, alpha), no_step_within=no_step_within,
+                          ruled_out_within=ruled_out_within)
+
+
+def check_estimate(e: stats.RatioEstimate, *, no_step_within: float = NO_STEP_WITHIN,
+                   ruled_out_within: float = RULED_OUT_WITHIN) -> StepCheck:
+    """`check_step` of any t estimate `e` (its interval at the caller's alpha): of pair
+    numbers, or of two samples of levels (`stats.compare_log_levels`, as a bisect by
+    instruction counts compares two commits' counting processes)."""
     if not math.isfinite(e.low):
         return StepCheck(None, e, math.nan)
-    beyond = abs(math.log(e.ratio)) - math.log1p(NO_STEP_WITHIN)
+    beyond = abs(math.log(e.ratio)) - math.log1p(no_step_within)
     if e.se_log > 0.0:
         p = min(1.0, 2.0 * _t_tail(beyond, e))
     else:  # identical numbers: the step is known exactly, beyond the band or not
         p = 0.0 if beyond > 0.0 else 1.0
-    if e.low >= 1.0 / (1.0 + RULED_OUT_WITHIN) and e.high <= 1.0 + RULED_OUT_WITHIN:
+    if e.low >= 1.0 / (1.0 + ruled_out_within) and e.high <= 1.0 + ruled_out_within:
         return StepCheck(False, e, p)
-    if e.low > 1.0 + NO_STEP_WITHIN or e.high < 1.0 / (1.0 + NO_STEP_WITHIN):
+    if e.low > 1.0 + no_step_within or e.high < 1.0 / (1.0 + no_step_within):
         return StepCheck(True, e, p)
     return StepCheck(None, e, p)
 

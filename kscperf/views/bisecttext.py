@@ -7,8 +7,9 @@ import json
 import math
 from typing import Any
 
-from kscperf.bisect.drive import BisectEvent, BisectResult, Culprit, ProbeRecord
+from kscperf.bisect.records import BisectEvent, BisectResult, Culprit, ProbeRecord
 from kscperf.stats.bisection import NO_STEP_WITHIN, RULED_OUT_WITHIN
+from kscperf.stats.core import INSTRUCTIONS_MIN_EFFECT
 from kscperf.views.formatting import format_p, markdown_text
 from kscperf.views.textunits import align_columns, format_seconds, safe_text
 
@@ -36,7 +37,8 @@ def format_bisect_event(e: BisectEvent) -> str:
     if e.stage == "build":
         return safe_text(f"[{format_seconds(e.elapsed_s)}] build {where}: {e.verdict} in "
                          f"{format_seconds(e.seconds)}")
-    so_far = f"{e.pairs} pairs" + (f", {_ratio(e.ratio)}" if math.isfinite(e.ratio) else "")
+    unit = "counting processes" if e.stage == "count" else "pairs"
+    so_far = f"{e.pairs} {unit}" + (f", {_ratio(e.ratio)}" if math.isfinite(e.ratio) else "")
     said = f": {e.verdict}" if e.verdict else ""
     return safe_text(f"[{format_seconds(e.elapsed_s)}] {e.stage} {e.step} {where}: {so_far} "
                      f"in {format_seconds(e.seconds)}{said}")
@@ -57,13 +59,16 @@ def _probe_row(p: ProbeRecord) -> list[str]:
 
 
 def _headline(r: BisectResult) -> str:
-    step = (f"step {_ratio(r.step.ratio)} {_interval(r.step.ratio_low, r.step.ratio_high)} "
-            f"over {r.step.pairs} pairs")
+    counts = r.by == "instructions"
+    step = (f"{'instruction ' if counts else ''}step {_ratio(r.step.ratio)} "
+            f"{_interval(r.step.ratio_low, r.step.ratio_high)} over {r.step.pairs} "
+            f"{'counting processes a commit' if counts else 'pairs'}")
     if r.verdict == "not-reproduced":
-        said = (f"no step of {RULED_OUT_WITHIN * 100:g} % or more"
-                if r.step.verdict == "ruled-out" else
-                f"its interval lies neither beyond ±{NO_STEP_WITHIN * 100:g} % (a step) nor "
-                f"within ±{RULED_OUT_WITHIN * 100:g} % (none)")
+        shown, none = ((INSTRUCTIONS_MIN_EFFECT, INSTRUCTIONS_MIN_EFFECT) if counts else
+                       (NO_STEP_WITHIN, RULED_OUT_WITHIN))
+        said = (f"no step of {none * 100:g} % or more" if r.step.verdict == "ruled-out" else
+                f"its interval lies neither beyond ±{shown * 100:g} % (a step) nor "
+                f"within ±{none * 100:g} % (none)")
         return (f"not-reproduced: {r.good.short}..{r.bad.short} ({r.commits} commits), "
                 f"{step}: {said}")
     return f"{r.verdict}: {r.good.short}..{r.bad.short} ({r.commits} commits), {step}"
@@ -86,8 +91,10 @@ def _notes(r: BisectResult) -> list[str]:
     if r.untestable:
         notes.append("untestable: " + ", ".join(f"{c.short} ({why})" for c, why in r.untestable))
     replayed = sum(1 for p in [r.step, *r.probes] if p.replayed)
-    notes.append(f"{len(r.probes) + 1} lockstep comparisons"
-                 + (f" ({replayed} replayed from the state file)" if replayed else "")
+    compared = (f"{len(r.probes) + 1} comparisons of {r.counting_runs} commits' instruction "
+                "counts (one counting run a commit)" if r.by == "instructions" else
+                f"{len(r.probes) + 1} lockstep comparisons")
+    notes.append(compared + (f" ({replayed} replayed from the state file)" if replayed else "")
                  + f", {r.builds_run} builds run, {format_seconds(r.seconds)}")
     return notes
 
@@ -142,7 +149,7 @@ def bisect_json(r: BisectResult) -> dict[str, Any]:
     `probes` (each with `commit`, `verdict`, `ratio`, `ratio_low`, `ratio_high`, `pairs`,
     `seconds`, `stage` and `error`); `untestable` (commit and reason); `explained`,
     `not_all_explained`, `capped`, `left_unsearched`, `seconds`, `builds_run`,
-    `state_file`."""
+    `state_file`; `by` (time or instructions) and `counting_runs` (the commits counted)."""
     def probe(p: ProbeRecord) -> dict[str, Any]:
         return {"stage": p.stage, "commit": p.commit.sha, "verdict": p.verdict,
                 "ratio": _number(p.ratio), "ratio_low": _number(p.ratio_low),
@@ -158,4 +165,4 @@ def bisect_json(r: BisectResult) -> dict[str, Any]:
             "explained": _number(r.explained), "not_all_explained": r.not_all_explained,
             "capped": r.capped, "left_unsearched": r.left_unsearched,
             "seconds": round(r.seconds, 3), "builds_run": r.builds_run,
-            "state_file": r.state_path}
+            "state_file": r.state_path, "by": r.by, "counting_runs": r.counting_runs}

@@ -11,7 +11,7 @@ writing the counts since the last dump to `FILE.N` (Callgrind numbers its dumps 
 count is exact for the instructions that ran, but which instructions run depends on the
 vector ISA: Valgrind 3.19 shows the program a CPU without AVX-512, so kernels chosen at run
 time can differ from a native run's, and every build is pinned to the same ISA (the
-orchestrator's `counting.PINNED_ISA`) so that two builds count the same kernels'
+orchestrator's `counting.PINNED_ENV`) so that two builds count the same kernels'
 instructions.
 """
 
