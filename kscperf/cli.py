@@ -92,9 +92,16 @@ def _add_min_effect(p: argparse.ArgumentParser) -> None:
 def _add_instructions(p: argparse.ArgumentParser) -> None:
     p.add_argument("--instructions", action="store_true",
                    help="after the timing, count each CPU cell's instructions per call "
-                        "under Valgrind's Callgrind (docs/method.md, 'Counting instructions')")
+                        "(docs/method.md, 'Counting instructions')")
     p.add_argument("--instruction-processes", type=_positive_int, default=2, metavar="N",
                    help="counting processes per cell, 2 or more (default %(default)d)")
+    _add_instruction_counter(p)
+
+
+def _add_instruction_counter(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--instruction-counter", choices=("auto", "perf", "callgrind"),
+                   default="auto", help="the CPU's hardware counter (perf), Valgrind's "
+                   "Callgrind, or auto: perf where the machine has one (default)")
 
 
 def _add_instructions_min_effect(p: argparse.ArgumentParser) -> None:
@@ -248,10 +255,11 @@ def _add_bisect(sub: Any) -> None:
                      help="go on from the state an interrupted bisect of this range kept")
     bis.add_argument("--by", choices=("time", "instructions"), default="time",
                      help="compare commits by lockstep time (default), or by instructions "
-                          "counted under Callgrind, one counting run a commit")
+                          "counted, one counting run a commit")
     bis.add_argument("--instruction-processes", type=_positive_int, default=3, metavar="N",
                      help="with --by instructions: counting processes a commit (default "
                           "%(default)d, at least 3)")
+    _add_instruction_counter(bis)
     _add_format(bis)
     bis.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 

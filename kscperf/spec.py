@@ -137,10 +137,12 @@ class CellSpec(WorkerSettings):
     loops: tuple[tuple[str, int], ...] = ()
     turns: tuple[str, ...] = ()
     turn_wait_s: float | None = None
-    # --instructions: this worker runs under Valgrind's Callgrind and counts each config's
-    # instructions per call (`ConfigResult.instructions`) instead of checking and timing
-    # it; its dumps are written at `callgrind_out_path(result path)`.
+    # --instructions: this worker counts each config's instructions per call
+    # (`ConfigResult.instructions`) instead of checking and timing it, by `count_method`:
+    # "callgrind" (it runs under Valgrind's Callgrind, its dumps written at
+    # `callgrind_out_path(result path)`) or "perf" (the CPU's hardware counter).
     count_instructions: bool = False
+    count_method: str = "callgrind"
 
     @property
     def name(self) -> str:

@@ -160,4 +160,4 @@ def test_bisect_by_instructions_without_valgrind_says_so_in_one_sentence(
                           env={**os.environ, "PATH": str(tmp_path)})
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     [line] = proc.stderr.strip().splitlines()
-    assert "bisect --by instructions counts under Valgrind: valgrind is not installed" in line
+    assert "bisect --by instructions cannot count here: valgrind is not installed" in line

@@ -18,7 +18,7 @@ import torch
 from kscperf import api
 from kscperf.errors import CellStatus, KscperfError
 from kscperf.names import Kind
-from kscperf.orchestrator.counting import PINNED_ENV, not_counted_reason
+from kscperf.orchestrator.counting import CALLGRIND_ISA, not_counted_reason
 from kscperf.plan.cells import PlannedCell
 from kscperf.results.files import load_results, write_results
 from kscperf.results.samples import build_samples
@@ -112,7 +112,7 @@ def test_ab_counts_both_builds_under_callgrind_and_sees_five_percent_more_work(
     base, new = (load_results(str(tmp_path / f"{label}.json")) for label in ("base", "new"))
     for loaded in (base, new):
         assert loaded.metadata["instructions_method"] == "callgrind"
-        assert loaded.metadata["instructions_isa"] == PINNED_ENV["ATEN_CPU_CAPABILITY"]
+        assert loaded.metadata["instructions_isa"] == CALLGRIND_ISA["ATEN_CPU_CAPABILITY"]
         assert len(loaded.runs) == 1 and len(loaded.instruction_runs) == 2
         [counted] = build_samples(loaded).of_kind(Kind.INSTRUCTIONS)
         assert counted.name == "work/ptnice/inference/4096:instructions"

@@ -29,8 +29,12 @@ from validation.bisect_repo import BENCH_PATH, BUILD_CMD, CELL, ENV_ARG, Scenari
 __all__ = ["main", "Trial", "scenario_for", "score_bisect"]
 
 _BENCHMARK = CELL + "/2048"
-SCENARIOS = ("one", "aa", "untestable", "two")
-METHODS = ("kscperf", "git-bisect-run", "one-run")
+SCENARIOS = ("one", "aa", "untestable", "two", "small")
+# `instructions` is `bisect --by instructions`; run it on request (each commit's counting
+# run takes minutes under Valgrind), so it is not among the default methods.
+METHODS = ("kscperf", "git-bisect-run", "one-run", "instructions")
+DEFAULT_METHODS = METHODS[:3]
+DEFAULT_SCENARIOS = SCENARIOS[:4]
 # The timing of each lockstep pair: few values, each one pair number.
 _VALUES, _WARMUPS, _MIN_TIME = 6, 1, 0.005
 
@@ -48,7 +52,7 @@ class Trial:
 def scenario_for(name: str, rng: random.Random, commits: int = 64) -> Trial:
     """A random trial of scenario `name`: `one` (a 5 % culprit), `aa` (no step),
     `untestable` (a 5 % culprit after four commits that do not build), `two` (4 % and
-    6 % culprits)."""
+    6 % culprits), `small` (a 2 % culprit, the step instruction counts are for)."""
     base = 100
     if name == "aa":
         return Trial(name, Scenario(commits), {})
@@ -63,7 +67,8 @@ def scenario_for(name: str, rng: random.Random, commits: int = 64) -> Trial:
                      {first: r1 / base - 1, second: r2 / r1 - 1})
     culprit = rng.randrange(8, commits - 4)
     broken = frozenset(range(culprit - 4, culprit)) if name == "untestable" else frozenset()
-    return Trial(name, Scenario(commits, {culprit: 105}, broken), {culprit: 0.05})
+    reps = 102 if name == "small" else 105
+    return Trial(name, Scenario(commits, {culprit: reps}, broken), {culprit: reps / base - 1})
 
 
 @dataclass
@@ -120,7 +125,7 @@ def _load() -> float:
     return os.getloadavg()[0]
 
 
-def _kscperf(repo: Path, shas: list[str], cache: Path) -> Outcome:
+def _kscperf(repo: Path, shas: list[str], cache: Path, by: str = "time") -> Outcome:
     index = {s: i for i, s in enumerate(shas)}
     config = RunConfig(paths=(BENCH_PATH,), patterns=(CELL,), values=_VALUES,
                        warmups=_WARMUPS, min_time=_MIN_TIME)
@@ -128,15 +133,22 @@ def _kscperf(repo: Path, shas: list[str], cache: Path) -> Outcome:
     t0, loads = time.monotonic(), [_load()]
     result = api.bisect_commits(config, good=shas[0], bad=shas[-1], repo=str(repo),
                         cache_dir=str(cache), build_cmd=BUILD_CMD,
-                        env=((name, value),),
+                        env=((name, value),), by=by,
                         on_event=lambda e: loads.append(_load()))
     named = [index[c.commits[-1].sha] for c in result.culprits]
     ranges = [[index[x.sha] for x in c.commits] for c in result.culprits if c.is_range]
     steps = [f"{p.stage} {index[p.commit.sha]} {p.verdict} {p.pairs} {p.ratio:.4f}"
              for p in [result.step, *result.probes]]
+    # By instructions the cost is the commits counted (one counting run each), not the
+    # comparisons, which reuse those counts.
+    cost = result.counting_runs if by == "instructions" else len(result.probes) + 1
     return Outcome(result.verdict, named, [c.error for c in result.culprits], ranges,
-                   len(result.probes) + 1, time.monotonic() - t0, statistics.fmean(loads),
+                   cost, time.monotonic() - t0, statistics.fmean(loads),
                    result.not_all_explained, steps)
+
+
+def _instructions(repo: Path, shas: list[str], cache: Path) -> Outcome:
+    return _kscperf(repo, shas, cache, by="instructions")
 
 
 def _run_commit(checkout: Path, out: Path, processes: int) -> float | None:
@@ -224,7 +236,8 @@ def _one_run(repo: Path, shas: list[str], work: Path) -> Outcome:
 
 
 _METHODS: dict[str, Callable[[Path, list[str], Path], Outcome]] = {
-    "kscperf": _kscperf, "git-bisect-run": _git_bisect_run, "one-run": _one_run}
+    "kscperf": _kscperf, "git-bisect-run": _git_bisect_run, "one-run": _one_run,
+    "instructions": _instructions}
 
 
 def null_calibration(comparisons: int, pairs: int, ratios: tuple[float, ...] = (0.0, 1.0)
@@ -297,8 +310,8 @@ def main(doc: str) -> None:
     parser = argparse.ArgumentParser(description=doc,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=10)
-    parser.add_argument("--scenarios", default=",".join(SCENARIOS))
-    parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument("--scenarios", default=",".join(DEFAULT_SCENARIOS))
+    parser.add_argument("--methods", default=",".join(DEFAULT_METHODS))
     parser.add_argument("--seed", type=int, default=20261202)
     parser.add_argument("--json", metavar="FILE", help="also write every outcome here")
     parser.add_argument("--null", type=int, metavar="N", default=0,

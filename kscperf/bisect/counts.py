@@ -6,10 +6,11 @@ A commit's measurement is one `run --instructions` of the selected cells from it
 checkout: one timing process, whose calibrated loops set how many calls are counted, then
 `processes` counting processes under Callgrind (`kscperf.orchestrator.counting`). Its level
 per counting process is the mean over the selected benchmarks of log(instructions per
-call). A comparison of NEW against BASE pairs their processes in order, one number per
-pair: NEW's level minus BASE's. The processes of two commits are independent, so the
-pairing only makes the one-sample tests that bisect already uses (`stats.bisection`) apply,
-each number carrying both commits' noise.
+call). A probe of NEW against BASE pairs their processes in order, one number per pair:
+NEW's level minus BASE's. The processes of two commits are independent, so the pairing only
+makes the one-sample tests that bisect's probes already use (`stats.bisection`) apply, each
+number carrying both commits' noise. The confirmation of the ends and the verification of a
+culprit compare the two commits' levels as two samples instead (`bisect.drive`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Callable, Sequence
 from kscperf.bisect.builds import Environment
 from kscperf.bisect.pairs import planned_paths
 from kscperf.errors import CellStatus, KscperfError
-from kscperf.orchestrator.counting import callgrind_missing
+from kscperf.orchestrator.counting import counter_for, counter_missing
 from kscperf.orchestrator.session import Build, RunConfig, prepare_session
 from kscperf.spec import CellResult
 
@@ -85,9 +86,9 @@ def count_commit(config: RunConfig, env: Environment, output_dir: str,
     `processes` counting processes. A worker that does not end ok, or a cell that cannot be
     counted (a CUDA tool) makes the commit's `failed` reason. Without valgrind, raises
     KscperfError."""
-    missing = callgrind_missing()
+    missing = counter_missing(counter_for(config.instruction_counter))
     if missing:
-        raise KscperfError(f"bisect --by instructions counts under Valgrind: {missing}.")
+        raise KscperfError(f"bisect --by instructions cannot count here: {missing}.")
     config = dataclasses.replace(config, processes=1, instructions=True,
                                  instruction_processes=processes, until_resolved=False,
                                  paths=planned_paths(config.paths, env.checkout))

@@ -199,12 +199,13 @@ def run_cells(rounds: list[tuple[int, PlannedCell]], options: RunOptions, launch
 
 
 def run_counts(rounds: list[tuple[int, PlannedCell]], options: RunOptions, launcher: Launcher,
-               *, timed: Sequence[CellResult] = (), module_root: ModuleRoot = (),
+               counter: str, *, timed: Sequence[CellResult] = (), module_root: ModuleRoot = (),
                on_result: OnResult | None = None,
                on_running: OnRunning | None = None) -> list[CellResult]:
     """Run every (process index, cell) of `rounds` in order as a counting worker
-    (`CellSpec.count_instructions`), one at a time through `launcher` (which starts it
-    under Callgrind), and return their results in that order. Each config counts as many
+    (`CellSpec.count_instructions`) counting by `counter`, one at a time through `launcher`
+    (which starts it under Callgrind where that is the counter), and return their results
+    in that order. Each config counts as many
     calls as the timing results `timed` calibrated for it; `module_root` rereads a
     definition module as `run_cells_lockstep` does for one build. Cells the plan skipped,
     or marked not to count (`skip_reason`), get a skipped result and no worker."""
@@ -215,7 +216,7 @@ def run_counts(rounds: list[tuple[int, PlannedCell]], options: RunOptions, launc
     def run_one(process_index: int, cell: PlannedCell, stem: str,
                 beat: Beat | None) -> tuple[CellResult, ...]:
         spec = dataclasses.replace(_cell_spec(cell, process_index, options, loops),
-                                   count_instructions=True)
+                                   count_instructions=True, count_method=counter)
         if module_root:
             spec = dataclasses.replace(spec, module_path=_rerooted(spec.module_path,
                                                                    *module_root))

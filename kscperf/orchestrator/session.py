@@ -79,15 +79,16 @@ class RunConfig(WorkerSettings):
     until_resolved: bool = False
     budget_s: float = DEFAULT_BUDGET_S
     min_effect: float = DEFAULT_MIN_EFFECT
-    # --instructions: after the timing, each cell's instructions per call counted under
-    # Callgrind in `instruction_processes` fresh processes (kscperf.orchestrator.counting).
+    # --instructions: after the timing, each cell's instructions per call counted in fresh
+    # processes by `instruction_counter` (auto, perf, callgrind: orchestrator.counting).
     instructions: bool = False
     instruction_processes: int = counting.DEFAULT_PROCESSES
+    instruction_counter: str = "auto"
 
     def __post_init__(self) -> None:
         super().__post_init__()
         counting.check_settings(self.instructions, self.instruction_processes,
-                                self.check_only)
+                                self.check_only, self.instruction_counter)
         if self.profile not in PROFILES:
             raise KscperfError(f"profile {self.profile!r} is not one of "
                                f"{', '.join(PROFILES)}.")
@@ -349,9 +350,9 @@ class Session:
                 writer.maybe_write()
 
             try:
-                counting.count_cells(self.selection.cells, options, build.python,
-                                     dict(build.env), timed[index],
-                                     processes=self.config.instruction_processes,
+                counting.count_cells(self.selection.cells, options, build.python, dict(build.env),
+                                     timed[index], self.config.instruction_processes,
+                                     self.config.instruction_counter,
                                      module_root=build.module_root, on_result=on_count)
             except KeyboardInterrupt:
                 return True
@@ -490,7 +491,7 @@ def _shared_metadata(config: RunConfig, selection: Selection, profile_name: str,
               isolation=config.isolation, compile_cache=config.compile_cache,
               worker_affinity=",".join(map(str, config.affinity)) or "none")
     if config.instructions:
-        md.update(counting.count_metadata())
+        md.update(counting.count_metadata(config.instruction_counter))
     return md
 
 

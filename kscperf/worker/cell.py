@@ -13,7 +13,7 @@ where a worker that died was) and each the `phase` of a failure inside it:
     --explain and once every config is timed, each config timed ok made ready again and its
     ops profiled (explain, _explain_all).
 
-A counting worker (`CellSpec.count_instructions`, under Valgrind's Callgrind) counts the
+A counting worker (`CellSpec.count_instructions`, by Callgrind or the CPU's counter) counts the
 prepared call's instructions (count, _count) in place of check, run and recheck: the timing
 run beside it checked the same calls.
 
@@ -353,13 +353,14 @@ def _run_config(cell: _Cell, name: str, config: tuple[Any, ...],
 
 def _count(cell: _Cell, name: str, ready: _Ready, common: dict[str, Any],
            callgrind_out: str) -> ConfigResult:
-    """The count phase: the prepared call's instructions per call (`instructions.count_calls`,
-    dumps at `callgrind_out`) over as many calls as the timing run calibrated, within
-    `instructions.CALLS_RANGE`; with --explain, its functions' counts too."""
+    """The count phase: the prepared call's instructions per call (`instructions.count_calls`
+    by the spec's counter; Callgrind's dumps at `callgrind_out`) over as many calls as the
+    timing run calibrated, within `instructions.CALLS_RANGE`; with --explain (under
+    Callgrind), its functions' counts too."""
     low, high = instructions.CALLS_RANGE
     counted = instructions.count_calls(
         ready.prepared.timed, functools.partial(_timing_context, ready.prepared, cell.lazy),
-        min(max(cell.loops.get(name, low), low), high), callgrind_out)
+        min(max(cell.loops.get(name, low), low), high), callgrind_out, cell.spec.count_method)
     return ConfigResult(status=CellStatus.OK, instructions=counted.per_call,
                         instruction_functions=counted.functions if cell.spec.explain else (),
                         **common)

@@ -1,7 +1,9 @@
-"""Counting a call's instructions where the machine has no hardware counter: in a worker
+"""Counting a call's instructions: `count_calls` makes `calls` calls of a timed callable
+with a counter running only meanwhile. Where the machine has a hardware counter, it is
+torch's instruction counter (perf_event_open, user space). Where it does not, the worker is
 started under Valgrind's Callgrind (`kscperf.orchestrator.counting` starts it, with
-`--callgrind-out-file=FILE`), `count_calls` makes `calls` calls of a timed callable with
-Callgrind collecting only meanwhile, and reads the count from the dump it wrote.
+`--callgrind-out-file=FILE`), collecting only meanwhile, and the count is read from the dump
+it wrote.
 
 Callgrind counts every user-space instruction the process executes (Ir), nothing else:
 no cache simulation, no branch simulation. Collection is off from the start, so the import,
@@ -11,7 +13,7 @@ writing the counts since the last dump to `FILE.N` (Callgrind numbers its dumps 
 count is exact for the instructions that ran, but which instructions run depends on the
 vector ISA: Valgrind 3.19 shows the program a CPU without AVX-512, so kernels chosen at run
 time can differ from a native run's, and every build is pinned to the same ISA (the
-orchestrator's `counting.PINNED_ENV`) so that two builds count the same kernels'
+orchestrator's `counting.CALLGRIND_ISA`) so that two builds count the same kernels'
 instructions.
 """
 
@@ -46,7 +48,8 @@ _EVENTS = re.compile(r"^events:\s*(.+)$", re.MULTILINE)
 
 
 class CallgrindError(RuntimeError):
-    """Counting failed: not under Callgrind, or its dump is missing or unreadable."""
+    """Counting failed: not under Callgrind, or its dump is missing or unreadable; or the
+    hardware counter could not start or be read."""
 
 
 def callgrind_count(text: str, where: str) -> int:
@@ -147,14 +150,8 @@ def _start_instrumentation() -> None:
     _instrumented[0] = True
 
 
-def count_calls(timed: Callable[[], Any], context: Callable[[], ContextManager[Any]],
-                calls: int, out_file: str) -> Counted:
-    """Instructions per call of `timed` (and of its functions), over `calls` calls made
-    inside `context()` after `WARMUP_CALLS` uncounted ones, in a process under Callgrind
-    writing its dumps at `out_file` (`out_file.N` for its N-th). Raises CallgrindError when
-    this process is not under Callgrind or the dump cannot be read."""
-    if calls < 1:
-        raise ValueError(f"calls must be at least 1, not {calls}")
+def _callgrind_count(timed: Callable[[], Any], calls: int, out_file: str) -> Counted:
+    """`calls` calls of `timed` with Callgrind collecting, read from the dump they wrote."""
     if not torch._C._valgrind_supported_platform():
         raise CallgrindError("this torch was built without Valgrind's client requests.")
     if "vgpreload" not in os.environ.get("LD_PRELOAD", ""):
@@ -162,25 +159,17 @@ def count_calls(timed: Callable[[], Any], context: Callable[[], ContextManager[A
         raise CallgrindError(f"no Callgrind dump at {out_file}.{_dumps[0] + 1}: is this "
                              "process running under valgrind --tool=callgrind?")
     _start_instrumentation()
-    with context():
-        for _ in range(WARMUP_CALLS):
+    torch._C._valgrind_toggle()
+    try:
+        for _ in range(calls):
             timed()
-        gc.collect()
-        gc.disable()
-        try:
-            torch._C._valgrind_toggle()
-            try:
-                for _ in range(calls):
-                    timed()
-            except BaseException:
-                # Collection off again, with no dump: the next config's toggle must turn
-                # it on, and its dump keep the number it expects.
-                torch._C._valgrind_toggle()
-                raise
-            torch._C._valgrind_toggle_and_dump_stats()
-            _dumps[0] += 1
-        finally:
-            gc.enable()
+    except BaseException:
+        # Collection off again, with no dump: the next config's toggle must turn it on,
+        # and its dump keep the number it expects.
+        torch._C._valgrind_toggle()
+        raise
+    torch._C._valgrind_toggle_and_dump_stats()
+    _dumps[0] += 1
     path = f"{out_file}.{_dumps[0]}"
     try:
         with open(path, encoding="utf-8", errors="replace") as fp:
@@ -191,3 +180,47 @@ def count_calls(timed: Callable[[], Any], context: Callable[[], ContextManager[A
     functions = sorted(callgrind_functions(text).items(), key=lambda kv: (-kv[1], kv[0]))
     return Counted(callgrind_count(text, path) / calls,
                    tuple((name, n / calls) for name, n in functions[:FUNCTIONS_KEPT]))
+
+
+def _hardware_count(timed: Callable[[], Any], calls: int) -> Counted:
+    """`calls` calls of `timed` between a start and an end of torch's instruction counter
+    (the CPU's, through perf_event_open, user space only). It keeps no function counts."""
+    counter = torch._C._instruction_counter
+    try:
+        fd = counter.start()
+    except RuntimeError as exc:  # newer torch raises where older returns -1
+        raise CallgrindError(f"the hardware instruction counter could not start: {exc}"
+                             ) from None
+    if fd < 0:
+        raise CallgrindError("the hardware instruction counter could not start "
+                             "(perf_event_open failed in the worker)")
+    try:
+        for _ in range(calls):
+            timed()
+    finally:
+        count = counter.end(fd)
+    if count < 0 or count >= 2**63:  # end()'s -1, as an unsigned number or not
+        raise CallgrindError("the hardware instruction counter could not be read")
+    return Counted(count / calls, ())
+
+
+def count_calls(timed: Callable[[], Any], context: Callable[[], ContextManager[Any]],
+                calls: int, out_file: str, method: str = "callgrind") -> Counted:
+    """Instructions per call of `timed` over `calls` calls made inside `context()` after
+    `WARMUP_CALLS` uncounted ones, with the garbage collector off, by `method`: "callgrind"
+    (in a process under Callgrind writing its dumps at `out_file`, `out_file.N` for its
+    N-th; per function too) or "perf" (the hardware counter). Raises CallgrindError when
+    the counter cannot count here or its count cannot be read."""
+    if calls < 1:
+        raise ValueError(f"calls must be at least 1, not {calls}")
+    with context():
+        for _ in range(WARMUP_CALLS):
+            timed()
+        gc.collect()
+        gc.disable()
+        try:
+            if method == "perf":
+                return _hardware_count(timed, calls)
+            return _callgrind_count(timed, calls, out_file)
+        finally:
+            gc.enable()
