@@ -11,13 +11,19 @@ import errno
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 
-from kscperf.errors import KscperfError
+import synthetic
+from kscperf import api, history
+from kscperf.errors import CellStatus, KscperfError
+from kscperf.names import Kind
 from kscperf.orchestrator import counting
 from kscperf.orchestrator.session import RunConfig
+from kscperf.results.files import write_results
+from kscperf.spec import CellResult, ConfigResult
 from kscperf.worker.instructions import CallgrindError, count_calls
 from runner_testing import DEFS, QUICK, cli
 
@@ -78,3 +84,42 @@ def test_the_workers_hardware_count_fails_with_a_reason_or_counts() -> None:
     two = count_calls(lambda: torch.sin(torch.sin(x)), contextlib.nullcontext, 20, "", "perf")
     assert one.per_call > 1_000 and one.functions == ()
     assert 1.5 < two.per_call / one.per_call < 2.5, (one.per_call, two.per_call)
+
+
+def _counted_build(folder: Path, i: int, counter: str, per_call: float) -> str:
+    """Synthetic build `i`: timed (pt, fwd, config c) and counted by `counter`, two
+    processes at `per_call` instructions a call."""
+    path = str(folder / f"b{i:02d}.json")
+    md = synthetic.metadata(f"b{i:02d}", date=f"2024-05-{i + 1:02d}T12:00:00",
+                            git_commit=f"{i:04d}" + "c" * 36,
+                            **counting.count_metadata(counter))
+    counts = [CellResult(model="m", tool="pt", task="fwd", process_index=p,
+                         status=CellStatus.OK, configs=(ConfigResult(
+                             config="c", status=CellStatus.OK, instructions=per_call),))
+              for p in range(2)]
+    runs = synthetic.make_runs(seed=100 + i, models=("m",), tools=("pt",), tasks=("fwd",),
+                               configs=("c",))
+    write_results(path, runs, md, counts=counts)
+    return path
+
+
+def test_the_history_never_sets_counts_of_two_counters_in_one_stretch(tmp_path: Path) -> None:
+    # Builds 0-7 counted by Callgrind, 8-15 by the hardware counter, which counts 3 % more
+    # for the same code (another ISA): an environment event of the instruction series, never
+    # a regression, and nothing at all in the time series, which the counter did not touch.
+    files = [_counted_build(tmp_path, i, "callgrind" if i < 8 else "perf",
+                            1_000_000.0 if i < 8 else 1_030_000.0) for i in range(16)]
+    store = str(tmp_path / "store")
+    api.history_add(files, store)
+    changes = api.history_changes(store)
+    assert not any(c.is_regression for c in changes), changes
+    [event] = [c for c in changes if c.kind == "environment"]
+    assert (event.before.label, event.after.label) == ("b07", "b08")
+    assert "instructions_method callgrind -> perf" in event.detail
+    assert "instructions_isa avx2 -> native" in event.detail
+    # Of the class's series (time, prep, memory, compile, instructions) only one saw it.
+    assert event.key.benchmark == "all 1 series", event.key
+    with history.open_store(store) as opened:
+        [seen] = [c for c in history.find_changes(opened, per_series_environment=True)
+                  if c.kind == "environment"]
+    assert seen.key.kind is Kind.INSTRUCTIONS and seen.key.benchmark == "m/pt/fwd/c", seen.key

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from kscperf.errors import CellStatus
+from kscperf.results import metadata
 from kscperf.stats import core as stats, machine
 import kscperf.history.links as links
 from kscperf.history.series import Series, SeriesKey, StoredBuild
@@ -105,43 +106,62 @@ def _speed_shifts(builds: Sequence[StoredBuild]) -> set[tuple[int, int]]:
     return shifts
 
 
-def _environment_marks(builds: Sequence[StoredBuild]) -> dict[int, tuple[str, str]]:
-    """Per build id of one class: (environment fingerprint; the environment as text, only
-    the keys that vary in the class). The machine's speed is not part of it: a slower or
-    faster machine must not split a series, or a regression that came with it would be
-    hidden (see `_machine_explained`)."""
-    varying = sorted({k for b in builds for k in b.environment
-                      if len({c.environment.get(k) for c in builds}) > 1})
-    marks: dict[int, tuple[str, str]] = {}
-    for b in builds:
-        fingerprint = json.dumps(b.environment, sort_keys=True)
-        text = ", ".join(f"{k} {b.environment.get(k, '-')}" for k in varying)
-        marks[b.id] = (hashlib.sha1(fingerprint.encode()).hexdigest()[:12], text)
+# Environment marks: per (whether the series counts instructions, build id), the
+# environment's fingerprint and its text.
+Marks = dict[tuple[bool, int], tuple[str, str]]
+
+
+def _seen(b: StoredBuild, counted: bool) -> dict[str, str]:
+    """A build's environment as one of its series sees it: the instruction counter only
+    where the series is of counts."""
+    if counted:
+        return b.environment
+    return {k: v for k, v in b.environment.items() if k not in metadata.COUNTER_KEYS}
+
+
+def _environment_marks(builds: Sequence[StoredBuild]) -> Marks:
+    """Per series sort (of counts or not) and build id of one class: (environment
+    fingerprint; the environment as text, only the keys that vary in the class). The
+    machine's speed is not part of it: a slower or faster machine must not split a series,
+    or a regression that came with it would be hidden (see `_machine_explained`)."""
+    marks: Marks = {}
+    for counted in (False, True):
+        seen = {b.id: _seen(b, counted) for b in builds}
+        varying = sorted({k for e in seen.values() for k in e
+                          if len({c.get(k) for c in seen.values()}) > 1})
+        for b in builds:
+            fingerprint = json.dumps(seen[b.id], sort_keys=True)
+            text = ", ".join(f"{k} {seen[b.id].get(k, '-')}" for k in varying)
+            marks[counted, b.id] = (hashlib.sha1(fingerprint.encode()).hexdigest()[:12], text)
     return marks
 
 
-def _environment_difference(before: StoredBuild, after: StoredBuild) -> str:
-    """What differs between the environments of two builds, for people."""
-    keys = sorted(set(before.environment) | set(after.environment))
-    changed = [f"{k} {before.environment.get(k, '-')} -> {after.environment.get(k, '-')}"
-               for k in keys if before.environment.get(k) != after.environment.get(k)]
+def _environment_difference(before: StoredBuild, after: StoredBuild, counted: bool) -> str:
+    """What differs between the environments of two builds, as a series of counts
+    (`counted`) or of anything else sees them, for people."""
+    b, a = _seen(before, counted), _seen(after, counted)
+    changed = [f"{k} {b.get(k, '-')} -> {a.get(k, '-')}"
+               for k in sorted(set(b) | set(a)) if b.get(k) != a.get(k)]
     return "; ".join(changed)
 
 
-def build_points(series: Series, marks: dict[int, tuple[str, str]]) -> list[Any]:
+def build_points(series: Series, marks: Marks) -> list[Any]:
     """The `changepoints.BuildPoint`s of one series, with environment marks."""
     from kscperf.stats.changepoints import BuildPoint
 
-    return [BuildPoint(samples=p.samples, status=p.status, environment=marks[p.build.id][0],
-                       environment_detail=marks[p.build.id][1], min_detectable=p.min_detectable)
+    counted = series.key.kind is Kind.INSTRUCTIONS
+    return [BuildPoint(samples=p.samples, status=p.status,
+                       environment=marks[counted, p.build.id][0],
+                       environment_detail=marks[counted, p.build.id][1],
+                       min_detectable=p.min_detectable)
             for p in series.points]
 
 
 def _class_marks(store: HistoryStore, all_series: Sequence[Series]
-                 ) -> tuple[dict[int, tuple[str, str]], dict[str, set[tuple[int, int]]]]:
+                 ) -> tuple[Marks, dict[str, set[tuple[int, int]]]]:
     """The environment marks of every build of the classes of `all_series`, and each
     class's machine-speed shifts."""
-    marks: dict[int, tuple[str, str]] = {}
+    marks: Marks = {}
     shifts: dict[str, set[tuple[int, int]]] = {}
     for cls in {s.key.machine_class for s in all_series}:
         class_builds = store.builds(cls)
@@ -464,7 +484,8 @@ def _history_change(s: Series, ch: Any, machine_speed: bool = False) -> HistoryC
     before, after = s.points[ch.before], s.points[ch.after]
     detail = ""
     if ch.kind == "environment":
-        parts = [_environment_difference(before.build, after.build)]
+        parts = [_environment_difference(before.build, after.build,
+                                         s.key.kind is Kind.INSTRUCTIONS)]
         parts += [MACHINE_SPEED_DETAIL] if machine_speed else []
         detail = "; ".join(p for p in parts if p)
     elif ch.kind == ChangeKind.UNSETTLED:

@@ -23,6 +23,7 @@ __all__ = [
     "MERGE_KEYS",
     "SHARD_ONLY_KEYS",
     "ENVIRONMENT_KEYS",
+    "COUNTER_KEYS",
     "REPORT_KEYS",
     "SOURCE_KEYS",
 ]
@@ -109,8 +110,11 @@ SHARD_ONLY_KEYS = ("shard", "shard_expected_s")
 # is not among them: another machine class is another series. kscperf itself too, by its
 # version and a digest of its code (the version is the same for every commit): a new
 # harness may time differently, and that is never the build's doing.
+# The instruction counter (which one, which ISA it pinned) is among them, but only series of
+# counts see it (`history.changes`): timing is the same whichever counter ran after it.
+COUNTER_KEYS = ("instructions_method", "instructions_isa")
 ENVIRONMENT_KEYS = (SOFTWARE + MACHINE_CLASS + PROFILE + ("compile_cache", "isolation")
-                    + ("kscperf_version", "kscperf_source"))
+                    + ("kscperf_version", "kscperf_source") + COUNTER_KEYS)
 
 # The report's environment table lists these first, in this order (what the build is, where
 # and on what it ran, how it was timed); any other key follows alphabetically.
