@@ -111,6 +111,11 @@ def _speed_shifts(builds: Sequence[StoredBuild]) -> set[tuple[int, int]]:
 Marks = dict[tuple[bool, int], tuple[str, str]]
 
 
+def _sees_counter(key: SeriesKey) -> bool:
+    """Whether a series sees the instruction counter among its environment: only counts do."""
+    return key.kind is Kind.INSTRUCTIONS
+
+
 def _seen(b: StoredBuild, counted: bool) -> dict[str, str]:
     """A build's environment as one of its series sees it: the instruction counter only
     where the series is of counts."""
@@ -127,8 +132,8 @@ def _environment_marks(builds: Sequence[StoredBuild]) -> Marks:
     marks: Marks = {}
     for counted in (False, True):
         seen = {b.id: _seen(b, counted) for b in builds}
-        varying = sorted({k for e in seen.values() for k in e
-                          if len({c.get(k) for c in seen.values()}) > 1})
+        keys = {k for e in seen.values() for k in e}
+        varying = sorted(k for k in keys if len({e.get(k) for e in seen.values()}) > 1)
         for b in builds:
             fingerprint = json.dumps(seen[b.id], sort_keys=True)
             text = ", ".join(f"{k} {seen[b.id].get(k, '-')}" for k in varying)
@@ -149,7 +154,7 @@ def build_points(series: Series, marks: Marks) -> list[Any]:
     """The `changepoints.BuildPoint`s of one series, with environment marks."""
     from kscperf.stats.changepoints import BuildPoint
 
-    counted = series.key.kind is Kind.INSTRUCTIONS
+    counted = _sees_counter(series.key)
     return [BuildPoint(samples=p.samples, status=p.status,
                        environment=marks[counted, p.build.id][0],
                        environment_detail=marks[counted, p.build.id][1],
@@ -484,8 +489,7 @@ def _history_change(s: Series, ch: Any, machine_speed: bool = False) -> HistoryC
     before, after = s.points[ch.before], s.points[ch.after]
     detail = ""
     if ch.kind == "environment":
-        parts = [_environment_difference(before.build, after.build,
-                                         s.key.kind is Kind.INSTRUCTIONS)]
+        parts = [_environment_difference(before.build, after.build, _sees_counter(s.key))]
         parts += [MACHINE_SPEED_DETAIL] if machine_speed else []
         detail = "; ".join(p for p in parts if p)
     elif ch.kind == ChangeKind.UNSETTLED:
