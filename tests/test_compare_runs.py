@@ -14,8 +14,11 @@
 What this 2-core VM cannot promise is kept apart, in `test_verdicts_the_machine_can_flip`: a
 prep time here is one ~30 µs call, timed once per process, whose lockstep pairs are not
 symmetric (the side that starts prepares first, the other after a wait), and prep rows are
-tested unpaired. Those verdicts flipped in 5 of 8 A/A trials on 2026-11-30, so that test is an
-expected failure; every other claim here is strict.
+tested unpaired, on one value per zygote. Those verdicts flipped in 5 of 8 A/A trials on
+2026-11-30, before `ab` gave each process pair fresh zygotes; since then about 1 prep row in 25
+of identical builds is still called changed (a 5 % test), which made a clean CI run fail in
+December. So that test is an expected failure, the strict tests check only how prep rows are
+tested, and every other claim here is strict.
 """
 
 from __future__ import annotations
@@ -90,6 +93,17 @@ def test_same_build_twice_is_compared_in_full(twice: tuple[int, list[dict]]) -> 
             assert r["verdict"] == "same", r
 
 
+def _assert_tested_per_zygote(row: dict) -> None:
+    """`ab` restarts both zygotes before each process pair, so a prep row is tested on one
+    value per zygote, a process each: Welch's t on their logs, an interval around the
+    ratio. Its verdict is a test at 5 % (after Benjamini-Hochberg) of single ~30 us calls,
+    wrong about 1 time in 25 on identical builds here (docs/validation.md, "One verdict per
+    night"), so no strict test asserts it."""
+    assert row["method"] == "processes", row
+    assert row["ratio_low"] <= row["ratio"] <= row["ratio_high"], row
+    assert row["ratio"] == pytest.approx(row["new_value"] / row["base_value"]), row
+
+
 @pytest.fixture(scope="module")
 def heavier(tmp: Path) -> tuple[int, list[dict], Path]:
     status, rows = _ab(tmp / "heavier", "1.2")
@@ -104,8 +118,8 @@ def test_twenty_percent_more_work_is_slower_for_that_tool_only(
     assert nice["method"] == "pairs" and nice["verdict"] == "slower", nice
     assert 1.1 < nice["ratio"] < 1.3 and nice["ratio_low"] > 1.05, nice
     for r in rows:
-        if r["kind"] == "prep":  # one zygote a side: no verdict either way
-            assert r["verdict"] == "same", r
+        if r["kind"] == "prep":  # a test at 5 % of one value per zygote: verdict not asserted
+            _assert_tested_per_zygote(r)
             continue
         if r["tool"] == "pt":
             assert r["verdict"] == "same", r
@@ -123,6 +137,9 @@ def test_same_build_in_lockstep_is_the_same(same_in_lockstep: tuple[int, list[di
     status, rows = same_in_lockstep
     assert _exit_matches(status, rows), rows
     for r in rows:
+        if r["kind"] == "prep":  # its verdicts: test_verdicts_the_machine_can_flip
+            _assert_tested_per_zygote(r)
+            continue
         assert r["verdict"] == "same", r
         if r["kind"] == "time":
             assert r["method"] == "pairs" and 0.93 < r["ratio"] < 1.07, r
