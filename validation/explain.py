@@ -32,6 +32,8 @@ from validation.common import ROOT, exit_if_interrupted, run_build
 FIXTURE = ROOT / "tests" / "fixtures" / "explain" / "explain.py"
 BENCHMARK = benchmark_name("explain", "pt", "inference", "256")
 EAGER = dict(tools="pt,ptnice", paths=(str(ROOT / "bench_defs"),))
+# The one-sided A/A's target: every run-time interval within this band around 1.
+UNTOUCHED_BAND = 0.02
 
 
 def _case(label: str, case: str) -> kscperf.Build:
@@ -127,28 +129,39 @@ def planted(tmp: str, trials: int, aa_runs: int, profile: str) -> None:
           "at least 9 of 10; A/A no q < 0.05 in at least 19 of 20")
 
 
-def untouched(tmp: str, profile: str, processes: int | None = None) -> None:
+def untouched(tmp: str, profile: str, processes: int | None = None,
+              budget_s: float | None = None) -> None:
     """An A/A `ab` of the shipped suite's eager cells in which NEW alone profiles, with
-    `processes` pairs a cell (default: the profile's): every run-time interval, and the
-    widest."""
+    `processes` pairs a cell (default: the profile's), and with `budget_s` pairs added until
+    each run-time interval (a confidence sequence, then) is resolved at ±2 % or the budget
+    is spent: every run-time interval, and the widest."""
     settings: dict[str, Any] = {} if processes is None else {"processes": processes}
+    if budget_s is not None:
+        settings.update(until_resolved=True, min_effect=UNTOUCHED_BAND, budget_s=budget_s)
     result = kscperf.run_ab(*EAGER["paths"], tools=EAGER["tools"], profile=profile,
                             output_dir=os.path.join(tmp, "explain-untouched"), replace=True,
                             base=kscperf.Build("base"), new=kscperf.Build("new", explain=True),
                             **settings)
     exit_if_interrupted(result, "truth-check")
-    rows = [r for r in kscperf.compare_builds(*result.loaded).rows
-            if r.kind == "time" and r.ratio == r.ratio]
-    outside = [r for r in rows if r.ratio_low < 0.98 or r.ratio_high > 1.02]
+    comparison = kscperf.compare_builds(*result.loaded, min_effect=UNTOUCHED_BAND)
+    rows = [r for r in comparison.rows if r.kind == "time" and r.ratio == r.ratio]
+    outside = [r for r in rows if r.ratio_low < 1 - UNTOUCHED_BAND
+               or r.ratio_high > 1 + UNTOUCHED_BAND]
     pairs = f"{processes} process pairs a cell" if processes else f"{profile} profile"
+    if budget_s is not None:
+        pairs += f", until resolved at ±2 % (budget {budget_s:g} s)"
     print(f"\n== explain: timing untouched, A/A ab of {EAGER['tools']} with NEW alone profiling, "
           f"{pairs} ==")
     for r in outside:
-        print(f"  outside ±2 %: {r.name} {r.ratio:.3f} [{r.ratio_low:.3f}, {r.ratio_high:.3f}]")
+        print(f"  outside ±2 %: {r.name} {r.ratio:.3f} [{r.ratio_low:.3f}, {r.ratio_high:.3f}] "
+              f"after {r.n_base} pairs {r.resolution}".rstrip())
     widest = max((max(1 - r.ratio_low, r.ratio_high - 1) for r in rows), default=float("nan"))
     centre = statistics.median(r.ratio for r in rows) if rows else float("nan")
+    called = [r.name for r in rows if r.verdict.value in ("slower", "faster")]
     print(f"  {len(rows) - len(outside)} of {len(rows)} run-time intervals within ±2 %; "
-          f"median ratio {centre:.4f}, widest reach {widest:.1%}; target: all")
+          f"median ratio {centre:.4f}, widest reach {widest:.1%}; called changed at ±2 %: "
+          f"{len(called)}; pairs a cell {min((r.n_base for r in rows), default=0)}-"
+          f"{max((r.n_base for r in rows), default=0)}; {result.wall_s:.0f} s; target: all")
 
 
 def _pass_seconds(path: str) -> tuple[float, float]:

@@ -68,6 +68,9 @@ def build_parser(doc: str | None) -> argparse.ArgumentParser:
     parser.add_argument("--overhead-repeats", type=int, default=1)
     parser.add_argument("--untouched-processes", type=int, default=None,
                         help="process pairs a cell of the one-sided A/A (default: the profile's)")
+    parser.add_argument("--untouched-budget", type=float, default=None, metavar="SECONDS",
+                        help="the one-sided A/A adds pairs until each interval is resolved "
+                             "at ±2 %% or this budget is spent (default: no pairs added)")
     parser.add_argument("--explain-parts", default="planted,untouched,overhead,fusion",
                         help="which parts of the explain section run (comma list)")
     parser.add_argument("--instruction-pairs", type=int, default=10,
@@ -118,7 +121,7 @@ def _run_sections(tmp: str, skip: set[str], args: argparse.Namespace) -> None:
         if "planted" in parts:
             planted(tmp, args.trials, args.explain_aa_runs, args.profile)
         if "untouched" in parts:
-            untouched(tmp, args.profile, args.untouched_processes)
+            untouched(tmp, args.profile, args.untouched_processes, args.untouched_budget)
         if "overhead" in parts:
             overhead(tmp, args.overhead_repeats)
         if "fusion" in parts:
