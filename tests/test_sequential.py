@@ -5,6 +5,7 @@ runs to the budget on a change at the threshold; its interval stays valid over e
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from pathlib import Path
@@ -216,6 +217,24 @@ def test_resolver_spends_nothing_on_a_cell_that_failed() -> None:
     resolver = Resolver(cells, gathered, min_effect=MIN_EFFECT, budget_s=600,
                         clock=_Clock(), on_look=looks.append)
     assert [cell.name for _, cell in resolver.more()] == ["work/pt/inference"]
+    assert [b.name for b in looks[-1].open] == ["work/pt/inference/4096"]
+
+
+def test_resolver_adds_pairs_to_a_cell_whose_other_configs_are_skipped() -> None:
+    """A Jacobian cell times its small configs and skips the rest by choice: the configs it
+    times stay open for more pairs (on 2026-12-06 such cells ended after the profile's 3
+    pairs with an unbounded interval, while the rest of the run went on for 50 minutes)."""
+    cells, looks = _cells(), []
+    gathered: list[list[CellResult]] = [[], []]
+    skipped = ConfigResult("1048576", CellStatus.SKIPPED, reason="over the size limit")
+    for index in range(3):
+        for side in gathered:
+            timed = _result("work/pt/inference", index, 1e-4)
+            side.append(dataclasses.replace(timed, configs=timed.configs + (skipped,)))
+            side.append(_result("work/ptnice/inference", index, 1e-4, CellStatus.FAILED))
+    resolver = Resolver(cells, gathered, min_effect=MIN_EFFECT, budget_s=600,
+                        clock=_Clock(), on_look=looks.append)
+    assert [(index, cell.name) for index, cell in resolver.more()] == [(3, "work/pt/inference")]
     assert [b.name for b in looks[-1].open] == ["work/pt/inference/4096"]
 
 
