@@ -7,8 +7,9 @@ changed, calls nothing changed when nothing did, and leaves the timing alone.
   bigger op     NEW's matmul doing 1.5 times the work (a larger intermediate). Target:
                 aten::mm first in at least 9 of 10.
   A/A           the same build on both sides. Target: no op with q < 0.05 in at least 19 of 20.
-  untouched     an A/A `ab` of the shipped suite's eager tools in which NEW alone profiles.
-                Target: every run-time interval within ±2 %.
+  untouched     an A/A `ab` of the shipped suite's eager tools in which NEW alone profiles,
+                with --untouched-budget run until resolved at ±2 %. Target: every run-time
+                interval within ±2 %.
   overhead      runs of the shipped suite's eager tools (the default profile's values, one
                 process a cell) with and without --explain, alternating, and the passes'
                 own seconds. Target: --explain adds at most 15 % wall time.
