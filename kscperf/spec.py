@@ -35,14 +35,18 @@ __all__ = [
     "phase_path",
     "TURN",
     "PARTNER_ENDED",
+    "LOOPS",
 ]
 
 # The bytes of `ab`'s turn-taking FIFOs: the turn itself, and the orchestrator's word that
 # the partner's process has ended. The orchestrator (kscperf.orchestrator.lockstep) writes
 # both; the workers (kscperf.worker.turns) pass TURN to each other and read anything else as
-# the partner's end.
+# the partner's end, except LOOPS: a worker that calibrated a config's loops sends LOOPS, a
+# 2-byte big-endian length and the JSON `[config, loops]`, so that its partner times that
+# config with the same loops (one write, under PIPE_BUF: it never interleaves with another).
 TURN = b"t"
 PARTNER_ENDED = b"e"
+LOOPS = b"l"
 
 
 @dataclass(frozen=True)

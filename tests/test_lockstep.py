@@ -192,3 +192,45 @@ def test_each_build_reads_its_own_package_not_the_one_in_the_folder_ab_runs_in(
                f"PYTHONPATH={tmp_path / 'base'}", "--new-env", f"PYTHONPATH={tmp_path / 'new'}",
                "-o", tmp_path / "out", "-q", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_a_partner_times_each_config_with_the_loops_the_first_side_calibrated(
+        tmp_path: Path) -> None:
+    pipes = TurnPipes(str(tmp_path / "pair"))
+    seen: dict[int, dict[str, int]] = {}
+
+    def run(side: int) -> None:
+        turns = Turns(*pipes.worker_turns(side), wait_s=30)
+        turns.take()
+        for config, calibrated in (("small", 64 + side), ("big", 2 + side)):
+            # what measure_values does: calibrate unless the partner shared its loops
+            if config not in turns.partner_loops:
+                turns.share_loops(config, calibrated)
+            seen.setdefault(side, {})[config] = turns.partner_loops.get(config, calibrated)
+            for _ in range(3):
+                turns.after_value()
+        pipes.partner_ended(side)
+
+    pipes.give_turn(1)  # side 1 starts, so it calibrates
+    threads = [threading.Thread(target=run, args=(s,)) for s in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert seen == {0: {"small": 65, "big": 3}, 1: {"small": 65, "big": 3}}
+    pipes.close()
+
+
+def test_both_builds_time_every_value_with_the_same_loops(tmp_path: Path) -> None:
+    # The new build's ptnice does 4x the work: calibrated apart, its loops would be a quarter.
+    proc, base, new = _ab(tmp_path, "--new-env", "KSCPERF_TEST_NICE_WORK=4")
+    assert proc.returncode == 1, proc.stderr
+    verdicts = {r["name"]: r["verdict"] for r in json.loads(proc.stdout)["benchmarks"]}
+    assert verdicts["work/ptnice/inference/4096"] == "slower", verdicts
+    loops = {(run["tool"], c["config"], run["process_index"], side): c["loops"]
+             for side, doc in (("base", base), ("new", new))
+             for run in doc["kscperf"]["runs"] for c in run["configs"]}
+    assert len(loops) == 2 * 2 * 2 * len({k[1] for k in loops})
+    for tool in ("pt", "ptnice"):
+        counts = {n for (t, _, _, _), n in loops.items() if t == tool}
+        assert len(counts) == 1 and counts.pop() >= 8, loops

@@ -250,7 +250,10 @@ def run_cells_lockstep(rounds: list[tuple[int, PlannedCell]], options: RunOption
     the planned root is read by that build's workers from the same place under its own
     (`bisect`: each commit's checkout holds its own benchmark module). `explain` gives a
     build's own `--explain` setting (None: the options'), so that one side alone profiles."""
-    loops: tuple[_Loops, _Loops] = ({}, {})
+    # One record of loops for both builds: the pair's workers agree on each config's loops
+    # (`Turns.share_loops`), and every later pair starts with that count on both sides.
+    shared: _Loops = {}
+    loops: tuple[_Loops, _Loops] = (shared, shared)
     t0 = time.perf_counter()
     for launcher in launchers:
         # Both fork servers up before the first pair, so that neither's imports run beside

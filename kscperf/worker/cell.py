@@ -123,7 +123,7 @@ class _Cell:
     who: str
     clock: measure.TimeLoops
     loops: dict[str, int]
-    after_value: Callable[[], None] | None
+    turns: Turns | None  # the lockstep partner's, in `ab`
     panel: compilepanel.PanelRecorder
     instrumented: Callable[[], Callable[..., Any]] | None  # --explain's module, made once
 
@@ -152,13 +152,12 @@ class _Ready:
 
 def run_cell(spec: CellSpec, clock: measure.TimeLoops | None = None,
              on_config: Callable[[CellResult], None] | None = None,
-             after_value: Callable[[], None] | None = None,
-             callgrind_out: str = "") -> CellResult:
+             turns: Turns | None = None, callgrind_out: str = "") -> CellResult:
     """Run every config of one cell in this process; never raises for anything the
     definitions, the tool or the inputs do: that becomes the result's status.
     `on_config` is handed the result so far after each config, so that a crash or a kill
-    later in the cell loses nothing already measured. `after_value` is called after every
-    timed warmup and value, outside the clock (where `ab` hands the turn over). A counting
+    later in the cell loses nothing already measured. In `ab`, `turns` is handed the turn after
+    every timed warmup and value, outside the clock, and shares each config's loops. A counting
     spec counts instructions instead, Callgrind writing its dumps at `callgrind_out`."""
     t_start = time.perf_counter()
     _pin(spec.affinity)
@@ -175,7 +174,7 @@ def run_cell(spec: CellSpec, clock: measure.TimeLoops | None = None,
         phase = _enter("configs")
         cell_configs = configs.load_configs(loaded.model, spec.seed)
         phase = _enter("compile")
-        cell, compile_s = _compile_cell(spec, loaded, cell_configs[0][1], clock, after_value)
+        cell, compile_s = _compile_cell(spec, loaded, cell_configs[0][1], clock, turns)
         # A count is not a time: no compile time is recorded beside it.
         cell_result = functools.partial(CellResult.for_spec, spec, CellStatus.OK,
                                         compile_s=None if spec.count_instructions
@@ -252,7 +251,7 @@ def _load(spec: CellSpec, metadata: dict[str, Any], t_start: float) -> _Loaded |
 
 def _compile_cell(spec: CellSpec, loaded: _Loaded, first_config: tuple[Any, ...],
                   clock: measure.TimeLoops | None,
-                  after_value: Callable[[], None] | None) -> tuple[_Cell, float | None]:
+                  turns: Turns | None) -> tuple[_Cell, float | None]:
     """The compile phase, on the first config: the cell's shared state, and the compile
     time (None for tools that run the function as it is)."""
     task = tasks.task_for(spec.task)
@@ -270,7 +269,7 @@ def _compile_cell(spec: CellSpec, loaded: _Loaded, first_config: tuple[Any, ...]
     instrumented = functools.cache(functools.partial(make, loaded.fn)) \
         if make is not None and spec.explain else None
     cell = _Cell(spec, loaded.model, task, built.fn, built, loaded.tool.lazy, device,
-                 loaded.who, clock, dict(spec.loops), after_value, panel, instrumented)
+                 loaded.who, clock, dict(spec.loops), turns, panel, instrumented)
     return cell, (compile_s if loaded.tool.compiles else None)
 
 
@@ -500,12 +499,14 @@ def _timing_context(prepared: tasks.PreparedTask, lazy: bool) -> Iterator[None]:
 
 
 def _measure_values(cell: _Cell, name: str, prepared: tasks.PreparedTask) -> measure.Measurement:
-    spec = cell.spec
+    spec, turns = cell.spec, cell.turns
+    loops = cell.loops.get(name) or (turns.partner_loops.get(name) if turns else None)
     return measure.measure_values(prepared.timed, cell.clock, values=spec.values,
-                                  warmups=spec.warmups, min_time=spec.min_time,
-                                  loops=cell.loops.get(name),
+                                  warmups=spec.warmups, min_time=spec.min_time, loops=loops,
                                   context=functools.partial(_timing_context, prepared, cell.lazy),
-                                  after_value=cell.after_value)
+                                  after_value=turns.after_value if turns else None,
+                                  on_calibrated=functools.partial(turns.share_loops, name)
+                                  if turns else None)
 
 
 def _measure(cell: _Cell, name: str, prepared: tasks.PreparedTask,
@@ -576,7 +577,7 @@ def main(spec_path: str, result_path: str, zygote: str | None = None) -> int:
     try:
         result = run_cell(spec, on_config=lambda partial: _write_result(
             partial_result_path(result_path), partial, "the worker's partial result"),
-            after_value=turns.after_value if turns is not None else None,
+            turns=turns,
             callgrind_out=callgrind_out_path(result_path))
         result = dataclasses.replace(result, metadata={
             **result.metadata, ZYGOTE_KEY: zygote or f"own-{uuid.uuid4().hex[:12]}"})

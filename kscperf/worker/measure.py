@@ -130,15 +130,19 @@ def calibrate_loops(fn: Callable[[], Any], clock: TimeLoops, min_time: float,
 def measure_values(fn: Callable[[], Any], clock: TimeLoops, *, values: int, warmups: int,
                    min_time: float, loops: int | None = None,
                    context: Callable[[], ContextManager[Any]] = contextlib.nullcontext,
-                   after_value: Callable[[], None] | None = None) -> Measurement:
+                   after_value: Callable[[], None] | None = None,
+                   on_calibrated: Callable[[int], None] | None = None) -> Measurement:
     """Calibrate (unless `loops` is given), then `warmups` values, then `values` values, all
     inside `context` (entered once, so it is not timed per call), with the garbage collector
     paused after one collection. `after_value` is called after each warmup and value, outside
-    the clock (`run-benchmarks ab` hands the CPU to the other build there)."""
+    the clock (`run-benchmarks ab` hands the CPU to the other build there); `on_calibrated`
+    with the loops it calibrated, before the first warmup (`ab` shares them there)."""
     with context(), _gc_paused():
         calibration: list[tuple[int, float]] = []
         if loops is None:
             loops, calibration = calibrate_loops(fn, clock, min_time)
+            if on_calibrated is not None:
+                on_calibrated(loops)
         result = Measurement(loops=loops, warmups=list(calibration))
         for i in range(warmups + values):
             raw, device = clock(fn, loops)
