@@ -221,6 +221,19 @@ def test_a_partner_times_each_config_with_the_loops_the_first_side_calibrated(
     pipes.close()
 
 
+def test_a_config_name_too_long_for_one_whole_write_is_calibrated_by_each_side(
+        tmp_path: Path) -> None:
+    pipes = TurnPipes(str(tmp_path / "pair"))
+    first = Turns(*pipes.worker_turns(0), wait_s=0.1)
+    second = Turns(*pipes.worker_turns(1), wait_s=5)
+    first.share_loops("x" * 5000, 8)
+    first.share_loops("short", 16)
+    first.after_value()  # hands the turn over (and, with nobody to hand it back, goes alone)
+    second.take()
+    assert second.partner_loops == {"short": 16} and not second.alone
+    pipes.close()
+
+
 def test_both_builds_time_every_value_with_the_same_loops(tmp_path: Path) -> None:
     # The new build's ptnice does 4x the work: calibrated apart, its loops would be a quarter.
     proc, base, new = _ab(tmp_path, "--new-env", "KSCPERF_TEST_NICE_WORK=4")

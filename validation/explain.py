@@ -131,12 +131,15 @@ def planted(tmp: str, trials: int, aa_runs: int, profile: str) -> None:
 
 
 def untouched(tmp: str, profile: str, processes: int | None = None,
-              budget_s: float | None = None) -> None:
-    """An A/A `ab` of the shipped suite's eager cells in which NEW alone profiles, with
-    `processes` pairs a cell (default: the profile's), and with `budget_s` pairs added until
-    each run-time interval (a confidence sequence, then) is resolved at ±2 % or the budget
-    is spent: every run-time interval, and the widest."""
+              budget_s: float | None = None, patterns: list[str] | None = None) -> None:
+    """An A/A `ab` of the shipped suite's eager cells (those matching one of `patterns`, if
+    given) in which NEW alone profiles, with `processes` pairs a cell (default: the
+    profile's), and with `budget_s` pairs added until each run-time interval (a confidence
+    sequence, then) is resolved at ±2 % or the budget is spent: every run-time interval
+    outside ±2 %, and the widest."""
     settings: dict[str, Any] = {} if processes is None else {"processes": processes}
+    if patterns:
+        settings["patterns"] = patterns
     if budget_s is not None:
         settings.update(until_resolved=True, min_effect=UNTOUCHED_BAND, budget_s=budget_s)
     result = kscperf.run_ab(*EAGER["paths"], tools=EAGER["tools"], profile=profile,

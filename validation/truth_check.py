@@ -71,6 +71,9 @@ def build_parser(doc: str | None) -> argparse.ArgumentParser:
     parser.add_argument("--untouched-budget", type=float, default=None, metavar="SECONDS",
                         help="the one-sided A/A adds pairs until each interval is resolved "
                              "at ±2 %% or this budget is spent (default: no pairs added)")
+    parser.add_argument("--untouched-cells", default=None, metavar="PATTERNS",
+                        help="the one-sided A/A of only the cells whose model/tool/task holds "
+                             "one of these (comma list; default: every eager cell)")
     parser.add_argument("--explain-parts", default="planted,untouched,overhead,fusion",
                         help="which parts of the explain section run (comma list)")
     parser.add_argument("--instruction-pairs", type=int, default=10,
@@ -121,7 +124,8 @@ def _run_sections(tmp: str, skip: set[str], args: argparse.Namespace) -> None:
         if "planted" in parts:
             planted(tmp, args.trials, args.explain_aa_runs, args.profile)
         if "untouched" in parts:
-            untouched(tmp, args.profile, args.untouched_processes, args.untouched_budget)
+            untouched(tmp, args.profile, args.untouched_processes, args.untouched_budget,
+                      args.untouched_cells.split(",") if args.untouched_cells else None)
         if "overhead" in parts:
             overhead(tmp, args.overhead_repeats)
         if "fusion" in parts:

@@ -52,10 +52,12 @@ class Turns:
         loops: both builds then amortise the same per-value costs (the partner ran just
         before each value). Loops calibrated apart made identical builds differ by 2-5 % for
         a whole run (docs/method.md, "The same loops on both sides")."""
-        if self.alone:
-            return
         payload = json.dumps([config, loops]).encode()
-        os.write(self._partner, LOOPS + len(payload).to_bytes(2, "big") + payload)
+        message = LOOPS + len(payload).to_bytes(2, "big") + payload
+        # Only a write of at most PIPE_BUF bytes is whole when the partner reads it, and never
+        # interleaved with the orchestrator's word: a longer config name is calibrated by each.
+        if not self.alone and len(message) <= select.PIPE_BUF:
+            os.write(self._partner, message)
 
     def after_value(self) -> None:
         """After each timed warmup or value: give the turn to the partner and wait for it to
