@@ -115,8 +115,8 @@ _FAST = PROFILES["fast"]
 
 @dataclass(frozen=True, kw_only=True)
 class CellSpec(WorkerSettings):
-    """One worker process's instructions: one model, tool and task, all of its configs,
-    and the run's `WorkerSettings`. `values`, `warmups` and `min_time` default to the fast
+    """One worker process's instructions: one model, tool and task, all of its configs (or
+    those named in `configs`, in the model's order), and the run's `WorkerSettings`. `values`, `warmups` and `min_time` default to the fast
     profile's.
 
     `loops` maps config names to a loop count already calibrated by an earlier process of
@@ -139,6 +139,9 @@ class CellSpec(WorkerSettings):
     warmups: int = _FAST.warmups
     min_time: float = _FAST.min_time
     loops: tuple[tuple[str, int], ...] = ()
+    # Only these configs are run (empty: every config); `ab --until-resolved` names the ones
+    # still open. The first config is still every compiler's example input.
+    configs: tuple[str, ...] = ()
     turns: tuple[str, ...] = ()
     turn_wait_s: float | None = None
     # --instructions: this worker counts each config's instructions per call
@@ -158,6 +161,7 @@ class CellSpec(WorkerSettings):
         d["tool_plugins"] = list(self.tool_plugins)
         d["affinity"] = list(self.affinity)
         d["turns"] = list(self.turns)
+        d["configs"] = list(self.configs)
         return d
 
     @classmethod
@@ -167,6 +171,7 @@ class CellSpec(WorkerSettings):
         d["tool_plugins"] = tuple(d.get("tool_plugins", ()))
         d["affinity"] = tuple(int(c) for c in d.get("affinity", ()))
         d["turns"] = tuple(str(p) for p in d.get("turns", ()))
+        d["configs"] = tuple(str(c) for c in d.get("configs", ()))
         return cls(**d)
 
 

@@ -256,3 +256,39 @@ def test_resolver_charges_what_a_round_cost_beyond_its_pairs_to_the_next() -> No
             _add_pair(gathered, cell.name, index, ratios[cell.name], rng)
             clock.now += 2.0
     assert 50 < clock.now <= 60
+
+
+def test_resolver_times_only_the_open_configs_of_a_cell() -> None:
+    """A cell whose small config is resolved and whose large one is still open gets its
+    further pairs for the large one alone: the budget goes where the answer is open (on
+    2026-12-07 a memory-bound config needed ~300 pairs while the cell's two small ones,
+    resolved early, took over half of each pair's time)."""
+    cells, clock, looks = _cells()[:1], _Clock(), []
+    gathered: list[list[CellResult]] = [[], []]
+    rng = random.Random(14)
+
+    def add_pair(index: int, configs: tuple[str, ...]) -> None:
+        # "4096" is steady and untouched; "big" sits at the threshold and stays open.
+        ratios = {"4096": (1.0, 0.002), "big": (1 + MIN_EFFECT, 0.002)}
+        for side, scale in enumerate((1.0, None)):
+            timed = tuple(ConfigResult(name, CellStatus.OK, loops=1, values=(1e-4 * (
+                scale or ratios[name][0] * math.exp(rng.gauss(0, ratios[name][1]))),) * 10)
+                for name in configs)
+            gathered[side].append(CellResult("work", "pt", "inference", index, CellStatus.OK,
+                                             configs=timed, wall_s=2.0))
+
+    resolver = Resolver(cells, gathered, min_effect=MIN_EFFECT, budget_s=600, clock=clock,
+                        on_look=looks.append)
+    for index in range(sequential.FIRST_BOUNDED_PAIRS):
+        add_pair(index, ("4096", "big"))
+    asked = []
+    for _ in range(5):
+        todo = resolver.more()
+        asked += [cell.configs for _, cell in todo]
+        for index, cell in todo:
+            add_pair(index, cell.configs)
+    assert asked == [("big",)] * 5
+    assert [b.name for b in looks[-1].open] == ["work/pt/inference/big"]
+    assert looks[-1].open[0].pairs == sequential.FIRST_BOUNDED_PAIRS + 4
+    # The resolved config keeps its answer from the pairs that timed it.
+    assert looks[-1].resolved == 1 and looks[-1].benchmarks == 2

@@ -186,6 +186,18 @@ def test_given_loops_skip_calibration() -> None:
     assert len(configs["3x4"].warmups) > 2  # not given: calibrated
 
 
+@pytest.mark.parametrize("tool", ["pt", "ts"])
+def test_named_configs_alone_are_run(tool: str) -> None:
+    """`ab --until-resolved` times a cell's open configs alone; a compiler still takes the
+    first config as its example."""
+    named = spec("toy", tool, "bwd", TOY, configs=("3x4",))
+    assert CellSpec.from_dict(json.loads(json.dumps(named.to_dict()))) == named
+    result = run_cell(named)
+    assert result.status == CellStatus.OK, result.reason
+    assert [c.config for c in result.configs] == ["3x4"]
+    assert result.configs[0].values and result.configs[0].check.passed
+
+
 def test_injected_clock_is_used() -> None:
     seen: list[int] = []
 

@@ -1,6 +1,7 @@
 """Running `ab` until it can answer (`--until-resolved`): after the profile's process pairs
-of every cell, one more pair of each cell whose run-time verdict is still open, round after
-round, until every cell is resolved or the time budget is spent.
+of every cell, one more pair of each cell whose run-time verdict is still open, timing only
+its open configs, round after round, until every cell is resolved or the time budget is
+spent.
 
 Owns reading the two builds' worker results so far as pair numbers per benchmark, asking
 `kscperf.stats.sequential` which benchmarks are resolved, choosing the next round's cells within
@@ -10,6 +11,7 @@ launches nothing: `schedule` runs the rounds it returns.
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import time
 from dataclasses import dataclass
@@ -28,6 +30,10 @@ DEFAULT_BUDGET_S = 600.0
 
 # The cost of a pair before any pair of the cell has reported its wall time.
 _UNKNOWN_PAIR_S = 1.0
+
+# A pair's cost is foreseen from the cell's latest pairs: those that timed the configs open
+# now, more nearly than the first, which timed every config.
+_RECENT_PAIRS = 3
 
 
 @dataclass(frozen=True)
@@ -72,6 +78,7 @@ class _CellState:
     pairs: int
     pair_s: float
     names: list[str]
+    configs: list[str]  # the config of each of `names`
     estimates: list[stats.RatioEstimate]
     done: bool  # a build not ok, or nothing to time: no further pair helps
 
@@ -102,7 +109,9 @@ class Resolver:
     def more(self) -> list[tuple[int, PlannedCell]]:
         """The next round: (process index, cell) for one more pair of every cell still
         open, in plan order, as far as the budget left allows at each cell's own cost per
-        pair so far; empty when every cell is resolved or no pair fits."""
+        pair so far; empty when every cell is resolved or no pair fits. The cell's
+        `configs` name its open configs alone: a resolved one gains nothing from another
+        pair, and the budget goes where the answer is still open."""
         states = self._states()
         resolutions = self._resolutions(states)
         now = self._clock()
@@ -113,18 +122,19 @@ class Resolver:
         expected_s = 0.0
         open_benchmarks: list[OpenBenchmark] = []
         for state in states:
-            open_here = [(name, e) for name, e, r in zip(state.names, state.estimates,
-                                                         resolutions[state.cell.name])
-                         if r is sequential.Resolution.OPEN]
+            open_here = [(name, e, config) for name, e, config, r in zip(
+                state.names, state.estimates, state.configs, resolutions[state.cell.name])
+                if r is sequential.Resolution.OPEN]
             if state.done or not open_here:
                 continue
             open_benchmarks += [OpenBenchmark(name, e.ratio, e.low, e.high, e.n_base,
                                               sequential.detectable_effect(e))
-                                for name, e in open_here]
+                                for name, e, _ in open_here]
             if state.pair_s <= left:
                 left -= state.pair_s
                 expected_s += state.pair_s
-                todo.append((state.pairs, state.cell))
+                configs = tuple(config for _, _, config in open_here)
+                todo.append((state.pairs, dataclasses.replace(state.cell, configs=configs)))
         self._asked_at, self._expected_s = now, expected_s
         total = sum(len(s.names) for s in states)
         if self._on_look is not None:
@@ -165,12 +175,12 @@ def _ok(result: CellResult) -> bool:
 def _cell_state(cell: PlannedCell, pairs: list[tuple[CellResult, CellResult]],
                 alpha: float) -> _CellState:
     """One cell's pairs so far as benchmarks and estimates, in the order the pairs ran."""
-    walls = [max(b.wall_s or 0.0, n.wall_s or 0.0) for b, n in pairs]
+    walls = [max(b.wall_s or 0.0, n.wall_s or 0.0) for b, n in pairs[-_RECENT_PAIRS:]]
     pair_s = statistics.fmean(walls) if walls and max(walls) > 0 else _UNKNOWN_PAIR_S
     if not pairs or not all(_ok(b) and _ok(n) for b, n in pairs):
         # A build that failed or went wrong stays so however many pairs run; compare says it.
-        return _CellState(cell, len(pairs), pair_s, [], [], done=bool(pairs))
-    names, estimates = [], []
+        return _CellState(cell, len(pairs), pair_s, [], [], [], done=bool(pairs))
+    names, configs, estimates = [], [], []
     for config in pairs[0][0].configs:
         values = []
         for b, n in pairs:
@@ -180,5 +190,6 @@ def _cell_state(cell: PlannedCell, pairs: list[tuple[CellResult, CellResult]],
                 values.append((list(base.values), list(new.values)))
         if values:
             names.append(benchmark_name(cell.model.name, cell.tool, cell.task, config.config))
+            configs.append(config.config)
             estimates.append(sequential.compare_sequential_pairs(values, alpha=alpha))
-    return _CellState(cell, len(pairs), pair_s, names, estimates, done=not names)
+    return _CellState(cell, len(pairs), pair_s, names, configs, estimates, done=not names)

@@ -96,7 +96,8 @@ def _cell_spec(cell: PlannedCell, process_index: int, options: RunOptions, loops
         module_path=cell.model.module_path, process_index=process_index,
         values=options.profile.values, warmups=options.profile.warmups,
         min_time=options.profile.min_time,
-        loops=tuple(sorted(loops.get(cell.name, {}).items())), turns=turns,
+        loops=tuple(sorted(loops.get(cell.name, {}).items())), configs=cell.configs,
+        turns=turns,
         # A partner that keeps the turn for a whole timeout is hung, and is being killed.
         turn_wait_s=timeout_s)
 

@@ -23,12 +23,14 @@ __all__ = ["PlannedCell", "all_tool_names", "resolve_tools", "resolve_tasks", "p
 
 @dataclass(frozen=True)
 class PlannedCell:
-    """One MODEL×TOOL×TASK to run; `skip_reason` set when it is known not to run here."""
+    """One MODEL×TOOL×TASK to run; `skip_reason` set when it is known not to run here;
+    `configs` names the only configs to run (empty: every config)."""
 
     model: ModelDef
     tool: str
     task: str
     skip_reason: str | None = None
+    configs: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:

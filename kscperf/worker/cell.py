@@ -153,12 +153,13 @@ class _Ready:
 def run_cell(spec: CellSpec, clock: measure.TimeLoops | None = None,
              on_config: Callable[[CellResult], None] | None = None,
              turns: Turns | None = None, callgrind_out: str = "") -> CellResult:
-    """Run every config of one cell in this process; never raises for anything the
-    definitions, the tool or the inputs do: that becomes the result's status.
-    `on_config` is handed the result so far after each config, so that a crash or a kill
-    later in the cell loses nothing already measured. In `ab`, `turns` is handed the turn after
-    every timed warmup and value, outside the clock, and shares each config's loops. A counting
-    spec counts instructions instead, Callgrind writing its dumps at `callgrind_out`."""
+    """Run every config of one cell (those `spec.configs` names, if any) in this process;
+    never raises for anything the definitions, the tool or the inputs do: that becomes the
+    result's status. `on_config` is handed the result so far after each config, so that a
+    crash or a kill later in the cell loses nothing already measured. In `ab`, `turns` is
+    handed the turn after every timed warmup and value, outside the clock, and shares each
+    config's loops. A counting spec counts instructions instead, Callgrind writing its dumps
+    at `callgrind_out`."""
     t_start = time.perf_counter()
     _pin(spec.affinity)
     metadata = machine_info()
@@ -175,6 +176,7 @@ def run_cell(spec: CellSpec, clock: measure.TimeLoops | None = None,
         cell_configs = configs.load_configs(loaded.model, spec.seed)
         phase = _enter("compile")
         cell, compile_s = _compile_cell(spec, loaded, cell_configs[0][1], clock, turns)
+        cell_configs = [c for c in cell_configs if not spec.configs or c[0] in spec.configs]
         # A count is not a time: no compile time is recorded beside it.
         cell_result = functools.partial(CellResult.for_spec, spec, CellStatus.OK,
                                         compile_s=None if spec.count_instructions
