@@ -19,7 +19,7 @@ from kscperf.stats.changepoints import Change
 from validation import dashboard_bench, harness_bench, truth_check
 from validation.agreement import print_agreement
 from validation.ceiling import likelihood_rule_shares
-from validation.common import percent
+from validation.common import percent, run_build
 from validation.detection import (EDGE_BUILDS, NOISE_MODELS, STEP_SHARE, STEP_SIZES,
                                   NoiseModel, Planted, detect_kscperf, make_store, pooled,
                                   score, score_row)
@@ -326,3 +326,17 @@ def test_a_concurrency_trial_lands_every_build_in_a_new_store(tmp_path: Path) ->
     again = store_trial(files, str(tmp_path / "store"))  # all three refused: already there
     assert again.landed == 3 and len(again.failures) == 3
     assert all("already in the store" in line for line in again.failures), again.failures
+
+
+def test_a_run_whose_cells_fail_stops_the_script_naming_the_first(tmp_path: Path) -> None:
+    """harness-bench once printed a suite's wall time for 80 cells that had all failed (run
+    by a Python without torch): a timing of failures is refused, naming the first."""
+    module = tmp_path / "broken.py"
+    module.write_text("import torch\n\n\ndef broken_bench_configs():\n    yield torch.ones(4)"
+                      "\n\n\ndef broken_pytorch(x):\n    raise ValueError('no kernel today')\n")
+    with pytest.raises(SystemExit) as stopped:
+        run_build("harness-bench", str(module), tools="pt", tasks="inference", values=1,
+                  warmups=0, min_time=1e-6, output=str(tmp_path / "out.json"))
+    message = str(stopped.value.code)
+    assert message.startswith("harness-bench: ") and "broken/pt/inference" in message
+    assert "failed" in message and "no kernel today" in message, message

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import kscperf
+from kscperf.errors import BAD_STATUSES
 
 ROOT = Path(__file__).resolve().parent.parent
 # The benchmark definitions the scripts run: `work` does exactly proportional work, `tiny`
@@ -30,11 +31,21 @@ def percent(value: float) -> str:
 
 def run_build(who: str, *paths: str, **settings: Any) -> float:
     """Wall time of one run through the Python API (fork server, workers, files), replacing
-    its output; `settings` go to `kscperf.run`. After Ctrl-C, exits with "WHO: interrupted"."""
+    its output; `settings` go to `kscperf.run`. After Ctrl-C, exits with "WHO: interrupted";
+    where a cell failed, crashed, timed out, ran out of memory or went wrong, exits naming
+    the first, since the times of such a run measure nothing."""
     t0 = time.perf_counter()
-    if kscperf.run(*paths, replace=True, **settings).interrupted:
-        sys.exit(f"{who}: interrupted")
-    return time.perf_counter() - t0
+    result = kscperf.run(*paths, replace=True, **settings)
+    exit_if_interrupted(result, who)
+    wall_s = time.perf_counter() - t0
+    bad = [c for lr in result.loaded for c in lr.cells if c.status in BAD_STATUSES]
+    if bad:
+        first = bad[0]
+        where = "/".join(filter(None, (first.model, first.tool, first.task, first.config)))
+        total = sum(len(lr.cells) for lr in result.loaded)
+        sys.exit(f"{who}: {len(bad)} of the run's {total} results did not end ok; the first, "
+                 f"{where}, {first.status.value}: {first.reason[:200] or 'no reason given'}")
+    return wall_s
 
 
 def exit_if_interrupted(result: Any, who: str) -> None:
