@@ -261,8 +261,8 @@ def test_resolver_charges_what_a_round_cost_beyond_its_pairs_to_the_next() -> No
 def test_resolver_times_only_the_open_configs_of_a_cell() -> None:
     """A cell whose small config is resolved and whose large one is still open gets its
     further pairs for the large one alone: the budget goes where the answer is open (on
-    2026-12-07 a memory-bound config needed ~300 pairs while the cell's two small ones,
-    resolved early, took over half of each pair's time)."""
+    2026-12-07 a memory-bound config was still open after 298 pairs while the cell's two
+    small ones, resolved early, took over half of each pair's time)."""
     cells, clock, looks = _cells()[:1], _Clock(), []
     gathered: list[list[CellResult]] = [[], []]
     rng = random.Random(14)
