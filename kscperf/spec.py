@@ -116,8 +116,8 @@ _FAST = PROFILES["fast"]
 @dataclass(frozen=True, kw_only=True)
 class CellSpec(WorkerSettings):
     """One worker process's instructions: one model, tool and task, all of its configs (or
-    those named in `configs`, in the model's order), and the run's `WorkerSettings`. `values`, `warmups` and `min_time` default to the fast
-    profile's.
+    those named in `configs`, in the model's order), and the run's `WorkerSettings`.
+    `values`, `warmups` and `min_time` default to the fast profile's.
 
     `loops` maps config names to a loop count already calibrated by an earlier process of
     the same cell (pyperf calibrates once and reuses it); configs missing from it are

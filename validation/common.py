@@ -14,6 +14,7 @@ from typing import Any
 
 import kscperf
 from kscperf.errors import BAD_STATUSES
+from kscperf.names import benchmark_name, cell_name
 
 ROOT = Path(__file__).resolve().parent.parent
 # The benchmark definitions the scripts run: `work` does exactly proportional work, `tiny`
@@ -41,7 +42,8 @@ def run_build(who: str, *paths: str, **settings: Any) -> float:
     bad = [c for lr in result.loaded for c in lr.cells if c.status in BAD_STATUSES]
     if bad:
         first = bad[0]
-        where = "/".join(filter(None, (first.model, first.tool, first.task, first.config)))
+        where = (cell_name(first.model, first.tool, first.task) if first.config is None
+                 else benchmark_name(first.model, first.tool, first.task, first.config))
         total = sum(len(lr.cells) for lr in result.loaded)
         sys.exit(f"{who}: {len(bad)} of the run's {total} results did not end ok; the first, "
                  f"{where}, {first.status.value}: {first.reason[:200] or 'no reason given'}")

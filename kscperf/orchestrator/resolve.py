@@ -77,10 +77,15 @@ class _CellState:
     cell: PlannedCell
     pairs: int
     pair_s: float
-    names: list[str]
-    configs: list[str]  # the config of each of `names`
+    configs: list[str]  # those timed, each with its estimate in `estimates`
     estimates: list[stats.RatioEstimate]
     done: bool  # a build not ok, or nothing to time: no further pair helps
+
+    @property
+    def names(self) -> list[str]:
+        """The benchmark name of each of `configs`."""
+        return [benchmark_name(self.cell.model.name, self.cell.tool, self.cell.task, config)
+                for config in self.configs]
 
 
 class Resolver:
@@ -136,7 +141,7 @@ class Resolver:
                 configs = tuple(config for _, _, config in open_here)
                 todo.append((state.pairs, dataclasses.replace(state.cell, configs=configs)))
         self._asked_at, self._expected_s = now, expected_s
-        total = sum(len(s.names) for s in states)
+        total = sum(len(s.configs) for s in states)
         if self._on_look is not None:
             self._on_look(Look(tuple(open_benchmarks), total - len(open_benchmarks), total,
                                elapsed, self._budget_s, len(todo)))
@@ -179,8 +184,8 @@ def _cell_state(cell: PlannedCell, pairs: list[tuple[CellResult, CellResult]],
     pair_s = statistics.fmean(walls) if walls and max(walls) > 0 else _UNKNOWN_PAIR_S
     if not pairs or not all(_ok(b) and _ok(n) for b, n in pairs):
         # A build that failed or went wrong stays so however many pairs run; compare says it.
-        return _CellState(cell, len(pairs), pair_s, [], [], [], done=bool(pairs))
-    names, configs, estimates = [], [], []
+        return _CellState(cell, len(pairs), pair_s, [], [], done=bool(pairs))
+    configs, estimates = [], []
     for config in pairs[0][0].configs:
         values = []
         for b, n in pairs:
@@ -189,7 +194,6 @@ def _cell_state(cell: PlannedCell, pairs: list[tuple[CellResult, CellResult]],
             if base is not None and new is not None and base.loops > 0 and new.loops > 0:
                 values.append((list(base.values), list(new.values)))
         if values:
-            names.append(benchmark_name(cell.model.name, cell.tool, cell.task, config.config))
             configs.append(config.config)
             estimates.append(sequential.compare_sequential_pairs(values, alpha=alpha))
-    return _CellState(cell, len(pairs), pair_s, names, configs, estimates, done=not names)
+    return _CellState(cell, len(pairs), pair_s, configs, estimates, done=not configs)
