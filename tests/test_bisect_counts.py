@@ -7,6 +7,7 @@ instructions`. The command line is run for real where it needs no Valgrind."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import random
@@ -20,6 +21,7 @@ import pytest
 from kscperf.bisect import counts
 from kscperf.bisect.builds import Environment
 from kscperf.bisect.drive import BisectRequest, run_bisect
+from kscperf.bisect.pairs import unusable_reason
 from kscperf.errors import CellStatus, KscperfError
 from kscperf.orchestrator.session import RunConfig
 from kscperf.spec import CellResult, ConfigResult
@@ -144,6 +146,19 @@ def test_a_commits_level_is_the_mean_log_count_of_the_configs_every_process_coun
     none = [_count_result(p, {"a": None}, skipped="valgrind is not installed") for p in (0, 1)]
     assert counts._levels(none) == (
         [], "slow/pt/inference/a skipped: valgrind is not installed")
+
+
+def test_a_worker_is_unusable_to_a_bisect_unless_each_config_is_ok_or_skipped() -> None:
+    assert unusable_reason(_count_result(0, {"a": 1e6, "b": None}, skipped="too big")) == ""
+    broken = dataclasses.replace(_count_result(0, {"a": None, "b": 1e6}), configs=(
+        ConfigResult(config="a", status=CellStatus.SKIPPED, reason="too big"),
+        ConfigResult(config="b", status=CellStatus.FAILED, reason="ValueError: no kernel")))
+    assert unusable_reason(broken) == "slow/pt/inference failed: ValueError: no kernel"
+    # To a bisect, a tool that cannot run the cell at a commit makes that commit fail.
+    unsupported = dataclasses.replace(broken, status=CellStatus.UNSUPPORTED, configs=(),
+                                      reason="torch.jit.script cannot compile it")
+    assert unusable_reason(unsupported) == (
+        "slow/pt/inference unsupported: torch.jit.script cannot compile it")
 
 
 def test_bisect_by_instructions_without_valgrind_says_so_in_one_sentence(

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from kscperf.bisect.builds import Environment
-from kscperf.bisect.pairs import planned_paths
+from kscperf.bisect.pairs import planned_paths, unusable_reason
 from kscperf.errors import CellStatus, KscperfError
 from kscperf.orchestrator.counting import counter_for, counter_missing
 from kscperf.orchestrator.session import Build, RunConfig, prepare_session
@@ -103,11 +103,9 @@ def count_commit(config: RunConfig, env: Environment, output_dir: str,
     seconds = time.monotonic() - t0
     if result.interrupted:
         return Counted([], seconds, interrupted=True)
-    bad = [r for r in result.runs[0]
-           if r.worst_status() not in (CellStatus.OK, CellStatus.SKIPPED)]
-    if bad:
-        r = bad[0]
-        return Counted([], seconds, f"{r.name} {r.worst_status().value}: {r.reason}"[:300])
+    failed = next(filter(None, map(unusable_reason, result.runs[0])), "")
+    if failed:
+        return Counted([], seconds, failed)
     levels, failed = _levels(result.loaded[0].instruction_runs)
     return Counted(levels, seconds, failed[:300])
 

@@ -18,7 +18,7 @@ from kscperf.plan.cells import PlannedCell
 from kscperf.spec import CellResult
 from kscperf.stats import core as stats
 
-__all__ = ["Compared", "pair_numbers", "run_comparison", "planned_paths"]
+__all__ = ["Compared", "unusable_reason", "pair_numbers", "run_comparison", "planned_paths"]
 
 
 @dataclass(frozen=True)
@@ -38,8 +38,18 @@ class Compared:
     levels: tuple[list[float], list[float]] | None = None
 
 
-def _usable(result: CellResult) -> bool:
-    return result.worst_status() in (CellStatus.OK, CellStatus.SKIPPED)
+def unusable_reason(result: CellResult) -> str:
+    """Why a bisect cannot use this worker's measurements, in one line naming the cell, its
+    status and the first bad config's reason; "" when it can (every config ok or skipped by
+    choice). Stricter than a run's exit status, which lets `unsupported` pass: a commit at
+    which the tool cannot run the cell cannot be placed before or after the change, so to a
+    bisect it is a commit that failed."""
+    if result.worst_status() in (CellStatus.OK, CellStatus.SKIPPED):
+        return ""
+    bad = next((c for c in result.configs if c.status not in (CellStatus.OK,
+                                                              CellStatus.SKIPPED)), None)
+    reason = (bad.reason if bad and bad.reason else result.reason) or result.worst_status().value
+    return f"{result.name} {result.worst_status().value}: {reason}"[:300]
 
 
 def pair_numbers(cells: Sequence[PlannedCell], gathered: Sequence[list[CellResult]]
@@ -49,11 +59,9 @@ def pair_numbers(cells: Sequence[PlannedCell], gathered: Sequence[list[CellResul
     either side did not end ok, else None."""
     by_key = [{(r.name, r.process_index): r for r in results} for results in gathered]
     for side, results in enumerate(gathered):
-        for r in results:
-            if not _usable(r):
-                bad = next((c for c in r.configs if c.status is not CellStatus.OK), None)
-                reason = (bad.reason if bad and bad.reason else r.reason) or r.worst_status()
-                return [], (side, f"{r.name} {r.worst_status().value}: {reason}"[:300])
+        failed = next(filter(None, map(unusable_reason, results)), "")
+        if failed:
+            return [], (side, failed)
     timed = [c for c in cells if not c.skip_reason]
     numbers: list[float] = []
     index = 0
