@@ -38,16 +38,19 @@ class Compared:
     levels: tuple[list[float], list[float]] | None = None
 
 
+# What a bisect can use: measured, or left out by the model's choice.
+_USABLE_STATUSES = frozenset({CellStatus.OK, CellStatus.SKIPPED})
+
+
 def unusable_reason(result: CellResult) -> str:
     """Why a bisect cannot use this worker's measurements, in one line naming the cell, its
     status and the first bad config's reason; "" when it can (every config ok or skipped by
     choice). Stricter than a run's exit status, which lets `unsupported` pass: a commit at
     which the tool cannot run the cell cannot be placed before or after the change, so to a
     bisect it is a commit that failed."""
-    if result.worst_status() in (CellStatus.OK, CellStatus.SKIPPED):
+    if result.worst_status() in _USABLE_STATUSES:
         return ""
-    bad = next((c for c in result.configs if c.status not in (CellStatus.OK,
-                                                              CellStatus.SKIPPED)), None)
+    bad = next((c for c in result.configs if c.status not in _USABLE_STATUSES), None)
     reason = (bad.reason if bad and bad.reason else result.reason) or result.worst_status().value
     return f"{result.name} {result.worst_status().value}: {reason}"[:300]
 
