@@ -34,11 +34,17 @@ def test_the_documented_example_runs(tmp_path: Path) -> None:
     lines = proc.stdout.splitlines()
     assert lines[0] == "base 0 ['ok', 'ok', 'ok', 'ok']"
     assert lines[1] == "new 0 ['ok', 'ok', 'ok', 'ok']"
-    verdicts = [ln.split()[1] for ln in lines[2:-1]]
-    # Two runs of one build: any change called would be a false one. machine-shift: the
-    # machine's speed moved between the runs, or could not be ruled out (docs/method.md).
-    # How well verdicts hold on a changing machine is tested in test_compare_runs.py.
-    assert len(verdicts) == 4 and set(verdicts) <= {"same", "machine-shift"}, lines
+    rows = [ln.split() for ln in lines[2:-1]]
+    assert sorted(name for name, _, _ in rows) == sorted(
+        f"relu2/{tool}/{task}/1000" for tool in ("pt", "ptnice") for task in ("fwd", "bwd")), lines
+    # Two separate one-process (fast) runs of one build: a verdict for each of two correct
+    # cells, but which one is not asserted. This VM's CPUs switch speed by 1.5x for seconds
+    # at a time, and a clean CI run of 2026-12-07 called one of these rows slower at 1.65x.
+    # That separate runs of one build are no regression is test_compare_runs.py's expected
+    # failure; `ab`, which pairs the builds' values, is the documented answer.
+    assert {verdict for _, verdict, _ in rows} <= {"same", "slower", "faster",
+                                                   "machine-shift"}, lines
+    assert all(float(ratio.removesuffix("x")) > 0 for _, _, ratio in rows), lines
     report = Path(lines[-1].removeprefix("wrote "))
     assert report.is_file() and "relu2" in report.read_text(encoding="utf-8")
 
