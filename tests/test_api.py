@@ -37,8 +37,8 @@ def test_the_documented_example_runs(tmp_path: Path) -> None:
     rows = [ln.split() for ln in lines[2:-1]]
     assert sorted(name for name, _, _ in rows) == sorted(
         f"relu2/{tool}/{task}/1000" for tool in ("pt", "ptnice") for task in ("fwd", "bwd")), lines
-    # Two separate one-process (fast) runs of one build: a verdict for each of two correct
-    # cells, but which one is not asserted. This VM's CPUs switch speed by 1.5x for seconds
+    # Two separate one-process (fast) runs of one build: each row's verdict is one that two
+    # correct runs of a cell can get, but which one is not asserted. This VM's CPUs switch speed by 1.5x for seconds
     # at a time, and a clean CI run of 2026-12-07 called one of these rows slower at 1.65x.
     # That separate runs of one build are no regression is test_compare_runs.py's expected
     # failure; `ab`, which pairs the builds' values, is the documented answer.
