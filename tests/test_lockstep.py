@@ -121,6 +121,18 @@ def test_a_build_that_hangs_times_out_alone(tmp_path: Path) -> None:
     assert _statuses(new) == {"ptnice": "timeout"}
 
 
+def test_workers_allocate_on_huge_pages_unless_a_build_says_otherwise(tmp_path: Path) -> None:
+    # Without them the pairs of a memory-bound config scattered 8x wider (method.md,
+    # "Isolation"); a build's own --new-env still decides for that build, and each file
+    # records what its workers had.
+    proc, base, new = _ab(tmp_path, "--new-env", "THP_MEM_ALLOC_ENABLE=0", "-k", "work/pt/")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for doc, expected in ((base, "1"), (new, "0")):
+        seen = {r["metadata"]["thp_mem_alloc_enable"] for r in doc["kscperf"]["runs"]}
+        assert seen == {expected}, (doc["metadata"]["lockstep_role"], seen)
+        assert doc["metadata"]["thp_mem_alloc_enable"] == expected
+
+
 def test_ab_refuses_bad_builds_in_one_line(tmp_path: Path) -> None:
     import venv
 

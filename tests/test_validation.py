@@ -284,6 +284,8 @@ def test_the_parsers_keep_their_options_and_defaults() -> None:
     truth = truth_check.build_parser("Truth.").parse_args([])
     assert (truth.trials, truth.profile, truth.sim_sequences, truth.lockstep_values,
             truth.lockstep_min_time) == (10, "default", 2000, 12, 0.02)
+    assert (truth.huge_pages_cells, truth.huge_pages_processes, truth.huge_pages_repeats) == (
+        "vrelu3/pt/inference,vgelu/pt/bwd", 12, 2)
     harness = harness_bench.build_parser("Harness.").parse_args(["--cells", "2"])
     assert (harness.cells, harness.repeats, harness.isolation) == (2, 3, "fork,spawn")
 
@@ -340,3 +342,19 @@ def test_a_run_whose_cells_fail_stops_the_script_naming_the_first(tmp_path: Path
     message = str(stopped.value.code)
     assert message.startswith("harness-bench: ") and "broken/pt/inference" in message
     assert "failed" in message and "no kernel today" in message, message
+
+
+@pytest.mark.integration
+def test_the_huge_pages_pair_numbers_are_those_compare_tests(tmp_path: Path) -> None:
+    import kscperf
+    from validation.huge_pages import _pair_numbers
+    work = Path(__file__).parent / "fixtures" / "work" / "work.py"
+    result = kscperf.run_ab(str(work), tools="pt", tasks="inference", processes=3, values=4,
+                            output_dir=str(tmp_path / "ab"))
+    numbers = _pair_numbers(result)
+    rows = {r.name: r for r in kscperf.compare_builds(*result.loaded).rows
+            if r.kind == "time"}
+    assert set(numbers) == set(rows) and numbers
+    for name, found in numbers.items():
+        assert len(found) == 3
+        assert math.exp(sum(found) / len(found)) == pytest.approx(rows[name].ratio, rel=1e-9)

@@ -13,6 +13,7 @@ from pathlib import Path
 from validation.aa import aa
 from validation.agreement import agreement
 from validation.explain import fusion, overhead, planted, untouched
+from validation.huge_pages import HUGE_PAGES_CELLS, huge_pages
 from validation.instructions import instructions
 from validation.lockstep_history import LOCKSTEP_PROFILE, lockstep_history
 from validation.machine import covariate, machine
@@ -24,7 +25,7 @@ from validation.until_resolved import record_pairs, simulate_until_resolved, unt
 # instructions 45 min.
 NAMED_ONLY = ("record-pairs", "explain", "instructions")
 SECTIONS = ("record-pairs", "explain", "instructions", "until-resolved", "until-resolved-sim", "noise", "agreement",
-            "false-alarms", "power", "power-ab", "machine", "covariate")
+            "false-alarms", "power", "power-ab", "machine", "covariate", "huge-pages")
 
 
 def build_parser(doc: str | None) -> argparse.ArgumentParser:
@@ -80,6 +81,13 @@ def build_parser(doc: str | None) -> argparse.ArgumentParser:
                         help="instructions: runs at +1 %% work, each against a base run")
     parser.add_argument("--instruction-history", type=int, default=30,
                         help="instructions: builds of the history, +2 %% from its middle")
+    parser.add_argument("--huge-pages-cells", default=",".join(HUGE_PAGES_CELLS),
+                        metavar="PATTERNS", help="huge-pages: the cells of its A/A runs (comma "
+                        "list of model/tool/task patterns)")
+    parser.add_argument("--huge-pages-processes", type=int, default=12,
+                        help="huge-pages: process pairs of each A/A run")
+    parser.add_argument("--huge-pages-repeats", type=int, default=2,
+                        help="huge-pages: A/A runs in each setting")
     parser.add_argument("--lockstep-plain", action="store_true",
                         help="the lockstep history's plain nights: 12 builds, a plain ab at "
                              "the default profile each night, +10 %% at a night from 4 to 10")
@@ -152,6 +160,9 @@ def _run_sections(tmp: str, skip: set[str], args: argparse.Namespace) -> None:
         machine(tmp, args.trials, args.machine_load)
     if "covariate" not in skip:
         covariate(tmp)
+    if "huge-pages" not in skip:
+        huge_pages(tmp, args.huge_pages_cells.split(","), args.huge_pages_processes,
+                   args.huge_pages_repeats)
     if args.aa:
         aa(Path(args.aa).resolve(), args.aa_pairs, args.aa_ab_runs)
     if args.lockstep_history:

@@ -442,7 +442,7 @@ def _file_metadata(metadata: dict[str, Any], runs: list[CellResult]) -> dict[str
     merged = dict(metadata)
     for r in runs:
         for key, value in r.metadata.items():
-            if key.startswith("malloc_"):
+            if key.startswith("malloc_") or key == "thp_mem_alloc_enable":
                 merged[key] = value
             elif key not in PER_RUN_KEYS:  # per worker process, not per build
                 merged.setdefault(key, value)

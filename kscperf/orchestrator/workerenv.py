@@ -22,9 +22,14 @@ __all__ = ["WORKER_MALLOC_ENV", "worker_environment", "is_this_python", "python_
 # call depended on what the process had done before: a 5-10x swing for large-tensor cells
 # between processes and against torch.utils.benchmark (tools/truth-check). Fixed thresholds
 # make every worker keep and reuse freed memory up to 64 MB blocks, as a long-running
-# training process does. A value the user has set is kept.
+# training process does. And which 4 KiB pages a process got still moved a memory-bound
+# config's speed, which a lockstep pair does not cancel: in A/A runs the pair numbers of
+# vrelu3/pt/inference/1048576 scattered 8x less once torch put every CPU tensor of 2 MiB and
+# more on transparent huge pages (THP_MEM_ALLOC_ENABLE; method.md, "Isolation"; measured by
+# tools/truth-check --sections huge-pages). A value the user has set is kept.
 WORKER_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": str(64 * 2**20),
-                     "MALLOC_TRIM_THRESHOLD_": str(256 * 2**20)}
+                     "MALLOC_TRIM_THRESHOLD_": str(256 * 2**20),
+                     "THP_MEM_ALLOC_ENABLE": "1"}
 
 
 def worker_environment(extra: dict[str, str] | None = None) -> dict[str, str]:

@@ -38,6 +38,17 @@ def _cpu_model_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def _transparent_hugepage_mode() -> str:
+    # The kernel's choice among always/madvise/never, shown in brackets: with "never",
+    # THP_MEM_ALLOC_ENABLE asks for huge pages in vain.
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled", encoding="ascii") as fp:
+            found = re.search(r"\[(\w+)\]", fp.read())
+    except OSError:
+        return "unknown"
+    return found.group(1) if found else "unknown"
+
+
 def machine_info() -> dict[str, Any]:
     """Host facts that identify a machine class (pyperf's key names where it has them)."""
     try:
@@ -54,6 +65,8 @@ def machine_info() -> dict[str, Any]:
         "cpu_affinity": ",".join(map(str, affinity)) if affinity else "unknown",
         "malloc_mmap_threshold": os.environ.get("MALLOC_MMAP_THRESHOLD_", "glibc default"),
         "malloc_trim_threshold": os.environ.get("MALLOC_TRIM_THRESHOLD_", "glibc default"),
+        "thp_mem_alloc_enable": os.environ.get("THP_MEM_ALLOC_ENABLE", "torch default"),
+        "transparent_hugepage": _transparent_hugepage_mode(),
     }
     try:
         import psutil
