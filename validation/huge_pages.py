@@ -9,6 +9,8 @@ import statistics
 from collections import defaultdict
 
 import kscperf
+from kscperf.names import Kind
+from kscperf.results.samples import build_samples
 from kscperf.stats.core import median_abs_dev, paired_log_ratios
 from validation.common import ROOT, exit_if_interrupted
 
@@ -18,18 +20,16 @@ _SETTINGS = (("without", (("THP_MEM_ALLOC_ENABLE", "0"),)), ("with", ()))
 
 
 def _pair_numbers(result: kscperf.SessionResult) -> dict[str, list[float]]:
-    """Per benchmark of an `ab` session, its pair numbers (`stats.paired_log_ratios`), in
-    process order."""
-    base, new = ({(r.name, r.process_index): r for r in loaded.runs} for loaded in result.loaded)
-    numbers: dict[str, list[float]] = defaultdict(list)
-    for key in sorted(base, key=lambda k: k[1]):
-        if key not in new:
-            continue
-        for b in base[key].configs:
-            n = next((c for c in new[key].configs if c.config == b.config), None)
-            if n is not None and b.loops > 0 and n.loops > 0:
-                numbers[f"{key[0]}/{b.config}"] += paired_log_ratios(
-                    [(list(b.values), list(n.values))])
+    """Per run-time benchmark of an `ab` session, its pair numbers
+    (`stats.paired_log_ratios`) over the process pairs `compare` pairs, in process order."""
+    base, new = (build_samples(loaded).benchmarks for loaded in result.loaded)
+    numbers = {}
+    for name, b in base.items():
+        n = new.get(name)
+        if b.kind is Kind.TIME and n is not None and b.by_process and n.by_process:
+            numbers[name] = paired_log_ratios([(values, n.by_process[i]) for i, values
+                                               in sorted(b.by_process.items())
+                                               if i in n.by_process])
     return numbers
 
 

@@ -39,7 +39,7 @@ from kscperf.orchestrator.resolve import DEFAULT_BUDGET_S, OnLook, Resolver
 from kscperf.orchestrator.workerenv import is_this_python, resolve_python
 from kscperf.paths import RESULTS_DIR
 from kscperf.plan.plugins import plugin_tool_names
-from kscperf.results.metadata import PER_RUN_KEYS
+from kscperf.results.metadata import PER_RUN_KEYS, WORKER_ENV_KEYS
 from kscperf.spec import PROFILES, CellResult, TimingProfile, WorkerSettings
 from kscperf.stats.core import DEFAULT_MIN_EFFECT
 
@@ -442,7 +442,7 @@ def _file_metadata(metadata: dict[str, Any], runs: list[CellResult]) -> dict[str
     merged = dict(metadata)
     for r in runs:
         for key, value in r.metadata.items():
-            if key.startswith("malloc_") or key == "thp_mem_alloc_enable":
+            if key in WORKER_ENV_KEYS:
                 merged[key] = value
             elif key not in PER_RUN_KEYS:  # per worker process, not per build
                 merged.setdefault(key, value)

@@ -24,6 +24,7 @@ __all__ = [
     "SHARD_ONLY_KEYS",
     "ENVIRONMENT_KEYS",
     "COUNTER_KEYS",
+    "WORKER_ENV_KEYS",
     "REPORT_KEYS",
     "SOURCE_KEYS",
 ]
@@ -113,6 +114,9 @@ SHARD_ONLY_KEYS = ("shard", "shard_expected_s")
 # The instruction counter (which one, which ISA it pinned) is among them, but only series of
 # counts see it (`history.changes`): timing is the same whichever counter ran after it.
 COUNTER_KEYS = ("instructions_method", "instructions_isa")
+# The allocator settings of the workers' environment (`orchestrator.workerenv`): a build's
+# file records its workers' values, not those of the process that ran them.
+WORKER_ENV_KEYS = ("malloc_mmap_threshold", "malloc_trim_threshold", "thp_mem_alloc_enable")
 ENVIRONMENT_KEYS = (SOFTWARE + MACHINE_CLASS + PROFILE + ("compile_cache", "isolation")
                     + ("kscperf_version", "kscperf_source") + COUNTER_KEYS)
 
