@@ -9,6 +9,7 @@ import statistics
 from collections import defaultdict
 
 import kscperf
+from kscperf.compare.builds import process_pairs
 from kscperf.names import Kind
 from kscperf.results.samples import build_samples
 from kscperf.stats.core import median_abs_dev, paired_log_ratios
@@ -23,14 +24,8 @@ def _pair_numbers(result: kscperf.SessionResult) -> dict[str, list[float]]:
     """Per run-time benchmark of an `ab` session, its pair numbers
     (`stats.paired_log_ratios`) over the process pairs `compare` pairs, in process order."""
     base, new = (build_samples(loaded).benchmarks for loaded in result.loaded)
-    numbers = {}
-    for name, b in base.items():
-        n = new.get(name)
-        if b.kind is Kind.TIME and n is not None and b.by_process and n.by_process:
-            numbers[name] = paired_log_ratios([(values, n.by_process[i]) for i, values
-                                               in sorted(b.by_process.items())
-                                               if i in n.by_process])
-    return numbers
+    return {name: paired_log_ratios(pairs) for name, b in base.items()
+            if b.kind is Kind.TIME and (pairs := process_pairs(b, new.get(name)))}
 
 
 def huge_pages(tmp: str, cells: list[str], processes: int, repeats: int) -> None:

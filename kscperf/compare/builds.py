@@ -69,6 +69,7 @@ __all__ = [
     "is_lockstep_pair",
     "is_sequential_pair",
     "compare_builds",
+    "process_pairs",
     "check_machines",
     "MACHINE_MISMATCH",
     "machine_could_explain",
@@ -305,9 +306,10 @@ def _pair_rows(base: BuildSamples, new: BuildSamples
     return pairs
 
 
-def _process_pairs(base: BenchmarkSamples | None, new: BenchmarkSamples | None
-                   ) -> list[tuple[tuple[float, ...], tuple[float, ...]]]:
-    """(BASE values, NEW values) of each process index both builds ran."""
+def process_pairs(base: BenchmarkSamples | None, new: BenchmarkSamples | None
+                  ) -> list[tuple[tuple[float, ...], tuple[float, ...]]]:
+    """(BASE values, NEW values) of each process index both builds ran, in process order:
+    the pairs a lockstep comparison tests. Empty when either side has no values."""
     if base is None or new is None or not base.by_process or not new.by_process:
         return []
     return [(values, new.by_process[i]) for i, values in sorted(base.by_process.items())
@@ -357,7 +359,7 @@ def _compare_pair(base: BenchmarkSamples | None, new: BenchmarkSamples | None, a
     assert present is not None
     by_status = status_verdict(_status(base), _status(new)) \
         if present.kind is Kind.TIME else None
-    paired = _process_pairs(base, new) if lockstep else []
+    paired = process_pairs(base, new) if lockstep else []
     usual = None
     base_units, new_units = units.zygote_units(base), units.zygote_units(new)
     tested = (base.runs if base else (), new.runs if new else ())
